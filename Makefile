@@ -1,0 +1,34 @@
+# Two commands do all the set-up on a fresh Debian machine with Python 3.11+ (see README.md):
+#   make evolve PROBLEM=fp8_gemm GENERATIONS=5     the main job
+#   make test                                       the tests (what CI runs)
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PROBLEM ?= fp8_gemm
+TARGET ?= cuda
+GENERATIONS ?= 5
+
+.PHONY: setup test lint evolve
+
+$(BIN)/ksci: requirements.lock requirements-dev.lock pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# The locks were resolved and tested together; install them exactly, without re-resolving.
+	$(BIN)/pip install -q --no-deps -r requirements-dev.lock
+	# torch: the CPU build for the CPU-side tests; GPU hosts use their own CUDA or ROCm build.
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q "torch==2.13.0"
+	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
+	touch $@
+
+setup: $(BIN)/ksci
+	@command -v hipcc >/dev/null || { echo "installing Debian's hipcc (HIP compile checks)"; \
+	  apt-get update -qq && apt-get install -y -qq hipcc >/dev/null; }
+
+lint: setup
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+test: setup lint
+	KSCI_REQUIRE_TOOLCHAINS=$${KSCI_REQUIRE_TOOLCHAINS:-1} $(BIN)/pytest -q
+
+evolve: setup
+	$(BIN)/ksci evolve --problem $(PROBLEM) --target $(TARGET) --generations $(GENERATIONS)

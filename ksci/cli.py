@@ -1,0 +1,184 @@
+"""The `ksci` command line. Stable for scripts: --json prints one JSON object on stdout.
+
+Exit codes: 0 the command ran and the kernel passed (or compiled, with --compile-only); 1 the kernel
+failed (its verdict says how); 2 bad input; 3 the environment cannot do it (no compiler, no GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ksci.evaluate import EnvironmentProblem, EvaluationOptions, evaluate_source, measure_baselines
+from ksci.hipify import find_hipify, hipify_source
+from ksci.problem import DIALECT_OF_TARGET, TARGETS, ProblemError, has_entry_point, list_problems, load_problem
+from ksci.render import render_kernel
+from ksci.results import Status
+from ksci.summary import format_verdict
+from ksci.toolchain import ToolchainMissing
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_ENVIRONMENT = 0, 1, 2, 3
+
+
+class UsageError(ValueError):
+    """Bad input from the user: reported as one line, exit code 2."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except (UsageError, ProblemError) as exc:
+        print(f"ksci: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (ToolchainMissing, EnvironmentProblem) as exc:
+        print(f"ksci: cannot run here: {exc}", file=sys.stderr)
+        return EXIT_ENVIRONMENT
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ksci", description="Kernel Scientist: evolve and evaluate GPU kernels.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("problems", help="list the shipped problems")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_problems)
+
+    p = sub.add_parser("evaluate", help="compile, verify and time one kernel source")
+    _problem_and_target(p)
+    p.add_argument("--source", required=True, type=Path, help="kernel source (.cu for CUDA, .hip for HIP)")
+    p.add_argument("--arch", help="GPU architecture (default: the GPU's own, else sm_90a / gfx942)")
+    p.add_argument("--compile-only", action="store_true", help="compile and report resources; do not run")
+    p.add_argument("--verify-only", action="store_true", help="check correctness; do not time")
+    p.add_argument("--no-baselines", action="store_true", help="do not time the reference and vendor library")
+    p.add_argument("--timeout", type=float, default=900.0, help="hard timeout of the harness process, seconds")
+    p.add_argument("--json", action="store_true", help="print the verdict as JSON on stdout")
+    p.set_defaults(handler=cmd_evaluate)
+
+    p = sub.add_parser("baseline", help="time the problem's reference and vendor library on this GPU")
+    _problem_and_target(p)
+    p.add_argument("--timeout", type=float, default=1800.0)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_baseline)
+
+    p = sub.add_parser("render", help="print a seed template rendered at a parameter point")
+    _problem_and_target(p)
+    p.add_argument("--template", required=True)
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("-o", "--output", type=Path)
+    p.set_defaults(handler=cmd_render)
+
+    p = sub.add_parser("port", help="convert a CUDA kernel to HIP (hipify-clang, else hipify-perl)")
+    p.add_argument("file", type=Path)
+    p.add_argument("-o", "--output", type=Path, help="where to write the HIP source (default: FILE.hip)")
+    p.set_defaults(handler=cmd_port)
+    return parser
+
+
+def _problem_and_target(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--problem", required=True)
+    p.add_argument("--target", choices=TARGETS, default="cuda")
+
+
+def cmd_problems(args) -> int:
+    problems = [load_problem(name) for name in list_problems()]
+    if args.json:
+        rows = [
+            {
+                "name": p.name,
+                "entry_point": p.entry_signature,
+                "tests": len(p.tests),
+                "benchmarks": len(p.benchmarks),
+                "templates": {d: [t.name for t in p.templates_for(d)] for d in ("cuda", "hip")},
+            }
+            for p in problems
+        ]
+        print(json.dumps(rows, indent=1))
+        return EXIT_OK
+    for p in problems:
+        first_line = p.description.strip().splitlines()[0]
+        print(f"{p.name:12s} {len(p.tests):3d} tests {len(p.benchmarks):3d} benchmarks  {first_line}")
+    return EXIT_OK
+
+
+def cmd_evaluate(args) -> int:
+    problem = load_problem(args.problem)
+    source = _read_source(args.source)
+    if not has_entry_point(source, problem.entry_name):
+        raise UsageError(f'{args.source} does not define the entry point extern "C" {problem.entry_name}(...)')
+    phases = ("verify",) if args.verify_only else ("verify", "benchmark")
+    options = EvaluationOptions(
+        target=args.target,
+        arch=args.arch,
+        compile_only=args.compile_only,
+        phases=phases,
+        time_baselines=not args.no_baselines,
+        timeout_s=args.timeout,
+    )
+    verdict = evaluate_source(problem, source, options)
+    print(json.dumps(verdict.to_dict(), indent=1) if args.json else format_verdict(verdict))
+    return EXIT_OK if verdict.status in (Status.OK, Status.COMPILED) else EXIT_FAILED
+
+
+def cmd_baseline(args) -> int:
+    problem = load_problem(args.problem)
+    verdict = measure_baselines(problem, EvaluationOptions(target=args.target, timeout_s=args.timeout))
+    print(json.dumps(verdict.to_dict(), indent=1) if args.json else format_verdict(verdict))
+    return EXIT_OK
+
+
+def cmd_render(args) -> int:
+    problem = load_problem(args.problem)
+    template = problem.template(DIALECT_OF_TARGET[args.target], args.template)
+    params = {}
+    for item in args.param:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise UsageError(f"--param {item!r}: expected NAME=VALUE")
+        params[name] = _parse_value(value)
+    source = render_kernel(template, params)
+    if args.output:
+        args.output.write_text(source)
+    else:
+        sys.stdout.write(source)
+    return EXIT_OK
+
+
+def cmd_port(args) -> int:
+    source = _read_source(args.file)
+    tools = find_hipify()
+    if not tools:
+        raise ToolchainMissing("neither hipify-clang nor hipify-perl is on PATH (ROCm installs them in /opt/rocm/bin)")
+    result = hipify_source(source, tools)
+    if not result.ok:
+        print(f"ksci: cannot convert {args.file}:\n{result.log.strip()}", file=sys.stderr)
+        return EXIT_FAILED
+    output = args.output or args.file.with_suffix(".hip")
+    output.write_text(result.source)
+    print(f"wrote {output} (converted with {result.tool})")
+    for name in result.unconverted:
+        print(f"warning: left unconverted: {name}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _read_source(path: Path) -> str:
+    if not path.is_file():
+        raise UsageError(f"no such file: {path}")
+    try:
+        return path.read_text()
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path} is not a text file") from exc
+
+
+def _parse_value(text: str):
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+if __name__ == "__main__":
+    sys.exit(main())

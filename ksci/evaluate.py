@@ -1,0 +1,241 @@
+"""Evaluate one kernel source: prepare (hipify), compile, then verify and time it in an isolated child.
+
+Candidate failures come back as a Verdict; problems of the environment (no compiler, no GPU) raise.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ksci import PROJECT_ROOT, __version__
+from ksci.compile import compile_source
+from ksci.hipify import hipify_source, looks_like_cuda
+from ksci.isolate import ChildOutcome, run_child
+from ksci.problem import Problem, has_entry_point, kernels_dir, shape_key
+from ksci.results import CheckResult, CompileResult, ShapeTiming, Status, Timing, Verdict
+from ksci.roofline import peaks_for, speed_of_light_us
+from ksci.toolchain import default_arch, find_toolchain
+
+DEFAULT_CACHE_DIR = PROJECT_ROOT / "data" / "cache" / "compile"
+
+
+class EnvironmentProblem(RuntimeError):
+    """Not the candidate's fault: no GPU, or a harness that cannot start. Retry elsewhere or later."""
+
+
+@dataclass(frozen=True)
+class EvaluationOptions:
+    target: str = "cuda"
+    arch: str | None = None
+    compile_only: bool = False
+    phases: tuple[str, ...] = ("verify", "benchmark")
+    time_baselines: bool = True
+    timeout_s: float = 900.0
+    cache_dir: Path = DEFAULT_CACHE_DIR
+    policy: dict = field(default_factory=dict)  # overrides of ksci.harness.timing.TimingPolicy
+    tests: tuple[dict, ...] | None = None  # subsets of the problem's shapes, e.g. for quick checks
+    benchmarks: tuple[dict, ...] | None = None
+
+
+def evaluate_source(problem: Problem, source: str, options: EvaluationOptions) -> Verdict:
+    source, note = prepare_source(problem, source, options.target)
+    if source is None:
+        return Verdict(Status.COMPILE_ERROR, problem.name, options.target, message=note)
+    compiled = compile_candidate(source, options)
+    verdict = Verdict(Status.COMPILED, problem.name, options.target, message=note, compile=compiled)
+    verdict.fingerprint = host_fingerprint(compiled)
+    if not compiled.ok:
+        verdict.status, verdict.message = Status.COMPILE_ERROR, _first_error(compiled.log)
+        return verdict
+    if options.compile_only:
+        return verdict
+    outcome = run_harness(problem, compiled.library, options)
+    return classify(problem, outcome, verdict)
+
+
+def prepare_source(problem: Problem, source: str, target: str) -> tuple[str | None, str]:
+    """Check the entry point; hipify CUDA code bound for ROCm. Returns (source or None, a note)."""
+    if not has_entry_point(source, problem.entry_name):
+        return None, f'the source does not define the entry point extern "C" {problem.entry_name}(...)'
+    if target == "rocm" and looks_like_cuda(source):
+        converted = hipify_source(source)
+        if not converted.ok:
+            return None, f"the source is CUDA and could not be converted to HIP: {converted.log.strip()[-500:]}"
+        left = f"; left unconverted: {', '.join(converted.unconverted)}" if converted.unconverted else ""
+        return converted.source, f"converted from CUDA with {converted.tool}{left}"
+    return source, ""
+
+
+def compile_candidate(source: str, options: EvaluationOptions) -> CompileResult:
+    toolchain = find_toolchain(options.target)
+    arch = options.arch or default_arch(options.target)
+    return compile_source(source, toolchain, arch, Path(options.cache_dir))
+
+
+def gpu_visible(target: str) -> bool:
+    if target == "rocm":
+        return os.path.exists("/dev/kfd")
+    if shutil.which("nvidia-smi") is None:
+        return False
+    try:
+        listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "GPU " in listing
+
+
+def measure_baselines(problem: Problem, options: EvaluationOptions) -> Verdict:
+    """Time the reference and the vendor library alone (no candidate), in the same isolated harness."""
+    verdict = Verdict(Status.OK, problem.name, options.target, fingerprint=host_fingerprint(None))
+    outcome = run_harness(problem, None, options)
+    started, result = outcome.last("started"), outcome.last("result")
+    if started is None or result is None:
+        raise EnvironmentProblem(f"the baseline run failed (exit {outcome.returncode}):\n{outcome.output[-2000:]}")
+    verdict.fingerprint.update(started["fingerprint"])
+    gpu = verdict.fingerprint.get("gpu", "")
+    verdict.timings = [_timing(m, problem, gpu) for m in outcome.events("baseline")]
+    _summarise_timings(verdict)
+    notes = sorted({m["vendor_error"] for m in outcome.events("baseline") if m.get("vendor_error")})
+    verdict.message = "; ".join(notes)
+    return verdict
+
+
+def run_harness(problem: Problem, library: str | None, options: EvaluationOptions) -> ChildOutcome:
+    if not gpu_visible(options.target):
+        raise EnvironmentProblem(f"no {options.target} GPU is visible on this machine: nothing can be run or timed")
+    request = {
+        "problem": problem.name,
+        "library": library,
+        "target": options.target,
+        "phases": list(options.phases),
+        "time_baselines": options.time_baselines,
+        "policy": options.policy,
+        "tests": list(options.tests or ()),
+        "benchmarks": list(options.benchmarks or ()),
+    }
+    env = dict(os.environ, KSCI_KERNELS_DIR=str(kernels_dir()), PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
+    with tempfile.TemporaryDirectory(prefix="ksci-child-") as scratch:
+        path = Path(scratch) / "request.json"
+        path.write_text(json.dumps(request))
+        argv = [sys.executable, "-m", "ksci.harness.child", str(path)]
+        return run_child(argv, options.timeout_s, env=env, cwd=Path(scratch))
+
+
+def classify(problem: Problem, outcome: ChildOutcome, verdict: Verdict) -> Verdict:
+    """Turn what the child reported (or failed to report) into a verdict."""
+    started = outcome.last("started")
+    verdict.fingerprint.update(started["fingerprint"] if started else {})
+    verdict.checks = [_check(m) for m in outcome.events("check")]
+    verdict.harness_log = outcome.output
+    result = outcome.last("result")
+    if outcome.timed_out:
+        return _fail(verdict, Status.TIMEOUT, f"killed after {outcome.wall_s:.0f} s (hard timeout)")
+    if (err := outcome.last("load_error")) is not None:
+        return _fail(verdict, Status.LOAD_ERROR, err["message"])
+    if started is None:
+        raise EnvironmentProblem(f"the harness did not start (exit {outcome.returncode}):\n{outcome.output[-2000:]}")
+    if result is not None and result["status"] == "wrong":
+        return _fail(verdict, Status.WRONG, result["message"])
+    if result is None or result["status"] != "ok":
+        err = outcome.last("runtime_error") or outcome.last("harness_error")
+        why = err["message"] if err else _death(outcome.returncode)
+        return _fail(verdict, Status.RUNTIME_ERROR, why)
+    verdict.status = Status.OK
+    verdict.timings = [_timing(m, problem, verdict.fingerprint.get("gpu", "")) for m in outcome.events("timing")]
+    _summarise_timings(verdict)
+    return verdict
+
+
+def _fail(verdict: Verdict, status: Status, message: str) -> Verdict:
+    verdict.status, verdict.message = status, message
+    return verdict
+
+
+def _death(returncode: int | None) -> str:
+    if returncode is not None and returncode < 0:
+        return f"the harness process was killed by signal {-returncode}"
+    return f"the harness process exited with code {returncode} before reporting a result"
+
+
+def _check(message: dict) -> CheckResult:
+    fields = ("ok", "report", "mismatches", "total", "max_abs_error", "nan_or_inf")
+    return CheckResult(shape=message["shape"], seed=message["seed"], **{k: message[k] for k in fields})
+
+
+def _timing(message: dict, problem: Problem, gpu: str) -> ShapeTiming:
+    def t(key: str) -> Timing | None:
+        return Timing(**message[key]) if message.get(key) else None
+
+    shape = message["shape"]
+    peaks = peaks_for(gpu)
+    sol = None
+    if peaks is not None:
+        sol = speed_of_light_us(message["flops"], message["bytes"], peaks, problem.roofline_compute)
+    vendor = t("vendor") if message.get("vendor_ok", True) else None
+    return ShapeTiming(shape=shape, kernel=t("kernel"), reference=t("reference"), vendor=vendor, speed_of_light_us=sol)
+
+
+def _summarise_timings(verdict: Verdict) -> None:
+    timings = verdict.timings
+    verdict.geomean_us = geomean([s.kernel.median_us if s.kernel else None for s in timings])
+    # A geomean over only some of the shapes would mislead, so a baseline missing anywhere gives None.
+    verdict.reference_geomean_us = geomean([s.reference.median_us if s.reference else None for s in timings])
+    verdict.vendor_geomean_us = geomean([s.vendor.median_us if s.vendor else None for s in timings])
+    verdict.speed_of_light_geomean_us = geomean([s.speed_of_light_us for s in timings])
+    too_fast = [s for s in timings if s.kernel and s.speed_of_light_us and s.kernel.median_us < s.speed_of_light_us]
+    if too_fast:
+        names = ", ".join(
+            f"{shape_key(s.shape)} ({s.kernel.median_us:.2f} < {s.speed_of_light_us:.2f} us)" for s in too_fast
+        )
+        verdict.status = Status.SUSPICIOUS
+        verdict.message = f"faster than the speed of light on {names}: the measurement cannot be trusted"
+
+
+def geomean(values: list[float | None]) -> float | None:
+    """Geometric mean; None when the list is empty or any value is missing or not positive."""
+    if not values or any(v is None or v <= 0 for v in values):
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def _first_error(log: str) -> str:
+    for line in log.splitlines():
+        if "error" in line.lower():
+            return line.strip()[:300]
+    return (log.strip().splitlines() or ["compilation failed"])[-1][:300]
+
+
+def host_fingerprint(compiled: CompileResult | None) -> dict:
+    return {
+        "host": platform.node(),
+        "ksci": __version__,
+        "python": platform.python_version(),
+        "toolchain": compiled.toolchain if compiled else None,
+        "arch": compiled.arch if compiled else None,
+        "driver": _driver_version(),
+    }
+
+
+def _driver_version() -> str | None:
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.strip().splitlines()[0] if out.strip() else None

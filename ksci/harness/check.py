@@ -1,0 +1,64 @@
+"""Compare an output with the expected one and explain a mismatch in words."""
+
+from __future__ import annotations
+
+import torch
+
+WORST_SHOWN = 5
+
+
+def compare(out: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float) -> dict:
+    """Element fails if |out - ref| > atol + rtol*|ref|, or out is NaN/inf where ref is finite."""
+    got = out.detach().to(torch.float32)
+    ref = expected.detach().to(torch.float32)
+    if got.shape != ref.shape:
+        return _summary(False, got.numel(), got.numel(), 0.0, 0, f"shape {tuple(got.shape)} != {tuple(ref.shape)}")
+    err = (got - ref).abs()
+    nonfinite = ~torch.isfinite(got)
+    bad = (err > atol + rtol * ref.abs()) | (nonfinite & torch.isfinite(ref)) | torch.isnan(got)
+    mismatches = int(bad.sum())
+    total = got.numel()
+    finite_err = torch.where(torch.isfinite(err), err, torch.zeros_like(err))
+    max_err = float(finite_err.max()) if total else 0.0
+    report = "" if mismatches == 0 else _report(got, ref, err, bad, mismatches, int(nonfinite.sum()))
+    return _summary(mismatches == 0, mismatches, total, max_err, int(nonfinite.sum()), report)
+
+
+def _summary(ok: bool, mismatches: int, total: int, max_err: float, nonfinite: int, report: str) -> dict:
+    return {
+        "ok": ok,
+        "mismatches": mismatches,
+        "total": total,
+        "max_abs_error": max_err,
+        "nan_or_inf": nonfinite,
+        "report": report,
+    }
+
+
+def _report(got, ref, err, bad, mismatches: int, nonfinite: int) -> str:
+    total = got.numel()
+    lines = [f"{mismatches} of {total} elements ({100.0 * mismatches / total:.3g}%) out of tolerance"]
+    if nonfinite:
+        lines.append(f"{nonfinite} NaN/inf values in the output")
+    # Worst first: non-finite outputs, then the largest errors among the failing elements.
+    score = torch.where(torch.isfinite(err), err, torch.full_like(err, float("inf")))
+    score = torch.where(bad, score, torch.full_like(score, -1.0))
+    flat = torch.topk(score.flatten(), min(WORST_SHOWN, mismatches)).indices
+    lines.append("worst elements (index: got vs expected):")
+    for index in flat.tolist():
+        position = tuple(int(i) for i in torch.unravel_index(torch.tensor(index), got.shape))
+        g, r = float(got.flatten()[index]), float(ref.flatten()[index])
+        lines.append(f"  {position}: {g:.6g} vs {r:.6g} (error {abs(g - r):.3g})")
+    rows = bad.reshape(bad.shape[0], -1).any(dim=1).nonzero().flatten() if got.dim() >= 1 else None
+    if rows is not None and len(rows):
+        lines.append(f"failing rows: {len(rows)} of {got.shape[0]}, first {int(rows[0])}, last {int(rows[-1])}")
+    return "\n".join(lines)
+
+
+def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise equality (NaN-safe), for checking that inputs were left unchanged."""
+    return a.shape == b.shape and torch.equal(_as_bytes(a), _as_bytes(b))
+
+
+def _as_bytes(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().contiguous().view(torch.uint8)

@@ -1,0 +1,279 @@
+"""The child process that loads one candidate library, checks it and times it.
+
+Run as `python -m ksci.harness.child REQUEST.json --report-fd N`. It reports JSON lines on fd N:
+started, loaded, check (one per input set), timing (one per benchmark shape), and a final result.
+A crash or hang simply ends the process; the parent (ksci.evaluate) turns what it saw into a verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import sys
+import traceback
+
+import torch
+
+from ksci.harness.check import compare, same_bytes
+from ksci.harness.timing import L2Flusher, TimingPolicy, time_calls
+from ksci.problem import load_problem, shape_key
+
+GUARD_ELEMENTS = 4096  # canary elements on each side of every output
+GUARD_BYTE = 0x5A
+TRIAL_SEED_STEP = 7919
+REVERIFY_SEED_OFFSET = 1_000_003
+ROTATIONS = 3
+
+
+class KernelFailed(Exception):
+    """The candidate returned an error code or the device reported an error."""
+
+
+class Reporter:
+    def __init__(self, fd: int):
+        self.stream = os.fdopen(fd, "w", buffering=1)
+
+    def send(self, event: str, **fields) -> None:
+        self.stream.write(json.dumps({"event": event, **fields}) + "\n")
+        self.stream.flush()
+
+
+class Candidate:
+    """The entry point of the shared library, called with the problem's argument order."""
+
+    def __init__(self, library: str, entry_name: str, arg_names: tuple[str, ...]):
+        self.lib = ctypes.CDLL(library, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+        self.fn = getattr(self.lib, entry_name)
+        self.fn.restype = ctypes.c_int
+        self.arg_names = arg_names
+
+    def __call__(self, tensors: dict, shape: dict, stream: torch.cuda.Stream) -> None:
+        args = []
+        for name in self.arg_names:
+            if name == "stream":
+                args.append(ctypes.c_void_p(stream.cuda_stream))
+            elif name in tensors:
+                args.append(ctypes.c_void_p(tensors[name].data_ptr()))
+            else:
+                args.append(ctypes.c_int(int(shape[name])))
+        code = self.fn(*args)
+        if code != 0:
+            raise KernelFailed(f"entry point returned error code {code}")
+
+
+class Case:
+    """One input set: inputs, guarded and poisoned outputs, the expected result and pristine input copies."""
+
+    def __init__(self, problem, ref, shape: dict, seed: int, target: str, device):
+        self.shape, self.seed, self.problem = shape, seed, problem
+        tensors = ref.generate_input(shape, seed, target, device)
+        self.expected = ref.reference(tensors)
+        self.inputs = {k: v for k, v in tensors.items() if k not in problem.outputs}
+        self.pristine = {k: v.clone() for k, v in self.inputs.items()}
+        self.buffers, self.outputs = {}, {}
+        for name in problem.outputs:
+            self.buffers[name], self.outputs[name] = _guarded_like(tensors[name])
+        self.tensors = {**self.inputs, **self.outputs}
+        self.poison()
+
+    def poison(self) -> None:
+        for out in self.outputs.values():
+            out.fill_(float("nan") if out.is_floating_point() else -1)
+
+    def verify(self, rtol: float, atol: float) -> dict:
+        """Outputs within tolerance, inputs bitwise unchanged, guard bytes intact."""
+        for name in self.problem.outputs:
+            result = compare(self.outputs[name], self.expected[name], rtol, atol)
+            if not result["ok"]:
+                return {**result, "report": f"output {name!r}: {result['report']}"}
+        for name, tensor in self.inputs.items():
+            if not same_bytes(tensor, self.pristine[name]):
+                return {**result, "ok": False, "report": f"the kernel modified its input {name!r}"}
+        for name, buffer in self.buffers.items():
+            if not _guards_intact(buffer, self.outputs[name].numel()):
+                return {**result, "ok": False, "report": f"the kernel wrote outside its output {name!r}"}
+        return result
+
+
+def _guarded_like(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A contiguous tensor like t, placed between two canary regions of one allocation."""
+    buffer = torch.empty(t.numel() + 2 * GUARD_ELEMENTS, dtype=t.dtype, device=t.device)
+    buffer.view(torch.uint8).fill_(GUARD_BYTE)
+    return buffer, buffer[GUARD_ELEMENTS : GUARD_ELEMENTS + t.numel()].view(t.shape)
+
+
+def _guards_intact(buffer: torch.Tensor, numel: int) -> bool:
+    raw = buffer.view(torch.uint8)
+    width = GUARD_ELEMENTS * buffer.element_size()
+    edges = torch.cat([raw[:width], raw[width + numel * buffer.element_size() :]])
+    return bool((edges == GUARD_BYTE).all())
+
+
+class Session:
+    def __init__(self, request: dict, reporter: Reporter):
+        self.request, self.reporter = request, reporter
+        self.target = request["target"]
+        self.problem = load_problem(request["problem"])
+        self.ref = self.problem.reference_module()
+        self.device = torch.device("cuda", 0)
+        torch.cuda.set_device(self.device)
+        torch.backends.cuda.matmul.allow_tf32 = False  # the reference is exact float32
+        torch.backends.cudnn.allow_tf32 = False
+        self.stream = torch.cuda.Stream(self.device)
+        self.policy = TimingPolicy(**request.get("policy", {}))
+        self.candidate: Candidate | None = None
+
+    def run(self) -> None:
+        self.reporter.send("started", fingerprint=device_fingerprint())
+        if self.request.get("library") is None:  # baselines only: the reference and the vendor library
+            with torch.cuda.stream(self.stream):
+                self.baselines_all()
+            self.reporter.send("result", status="ok")
+            return
+        try:
+            self.candidate = Candidate(self.request["library"], self.problem.entry_name, self.problem.entry_args)
+        except (OSError, AttributeError) as exc:
+            self.reporter.send("load_error", message=str(exc))
+            return
+        self.reporter.send("loaded")
+        with torch.cuda.stream(self.stream):
+            phases = self.request.get("phases", ["verify", "benchmark"])
+            if "verify" in phases and not self.verify_all(0):
+                return
+            if "benchmark" in phases and not (self.benchmark_all() and self.verify_all(REVERIFY_SEED_OFFSET)):
+                return
+        self.reporter.send("result", status="ok")
+
+    def verify_all(self, seed_offset: int) -> bool:
+        for shape in self.request.get("tests") or self.problem.tests:
+            for trial in range(self.problem.trials):
+                seed = shape["seed"] + seed_offset + trial * TRIAL_SEED_STEP
+                if not self.check(self.case(shape, seed)):
+                    return False
+        return True
+
+    def check(self, case: Case, phase: str = "verify") -> bool:
+        case.poison()
+        self.call(case)
+        return self.report_check(case, case.verify(self.problem.rtol, self.problem.atol), phase)
+
+    def report_check(self, case: Case, result: dict, phase: str) -> bool:
+        self.reporter.send("check", phase=phase, shape=_plain(case.shape), seed=case.seed, **result)
+        if not result["ok"]:
+            self.reporter.send("result", status="wrong", message=result["report"])
+        return result["ok"]
+
+    def call(self, case: Case) -> None:
+        self.candidate(case.tensors, case.shape, self.stream)
+        self.stream.synchronize()
+
+    def benchmark_all(self) -> bool:
+        flush = L2Flusher(self.device)
+        shapes = self.request.get("benchmarks") or self.problem.benchmarks
+        return all(self.benchmark_shape(shape, flush) for shape in shapes)
+
+    def benchmark_shape(self, shape: dict, flush: L2Flusher) -> bool:
+        cases = [self.case(shape, shape["seed"] + r * TRIAL_SEED_STEP) for r in range(ROTATIONS)]
+        if not self.check(cases[0], phase="benchmark"):
+            return False
+        kernel = time_calls(
+            lambda i: self.candidate(cases[i].tensors, shape, self.stream), ROTATIONS, flush, self.stream, self.policy
+        )
+        timing = {"kernel": kernel}
+        if self.request.get("time_baselines", True):
+            timing.update(self.time_baselines(cases, flush))
+        # The timed runs' outputs must be right too, and so must a fresh input set afterwards:
+        # a kernel that remembers results or behaves differently once warmed up fails here.
+        for case in cases[1:]:
+            if not self.report_check(case, case.verify(self.problem.rtol, self.problem.atol), "timed-output"):
+                return False
+        if not self.check(self.case(shape, shape["seed"] + REVERIFY_SEED_OFFSET), phase="after-timing"):
+            return False
+        self.reporter.send("timing", shape=_plain(shape), key=shape_key(shape), **self.work(shape), **timing)
+        return True
+
+    def baselines_all(self) -> None:
+        flush = L2Flusher(self.device)
+        for shape in self.request.get("benchmarks") or self.problem.benchmarks:
+            cases = [self.case(shape, shape["seed"] + r * TRIAL_SEED_STEP) for r in range(ROTATIONS)]
+            timing = self.time_baselines(cases, flush)
+            self.reporter.send("baseline", shape=_plain(shape), key=shape_key(shape), **self.work(shape), **timing)
+
+    def work(self, shape: dict) -> dict:
+        """What the speed of light is computed from."""
+        return {"flops": float(self.ref.flops(shape)), "bytes": float(self.ref.bytes_moved(shape))}
+
+    def case(self, shape: dict, seed: int) -> Case:
+        return Case(self.problem, self.ref, shape, seed, self.target, self.device)
+
+    def time_baselines(self, cases: list[Case], flush: L2Flusher) -> dict:
+        out = {
+            "reference": time_calls(
+                lambda i: self.ref.reference(cases[i].tensors), ROTATIONS, flush, self.stream, self.policy
+            )
+        }
+        try:
+            runners = [self.ref.vendor(c.tensors) for c in cases]
+        except Exception as exc:  # a vendor library that rejects the shape is a fact to report, not a failure
+            return {**out, "vendor_error": f"{type(exc).__name__}: {exc}"}
+        if any(r is None for r in runners):
+            return {**out, "vendor_error": "no vendor baseline on this platform"}
+        try:
+            check = compare(
+                runners[0]()[self.problem.outputs[0]],
+                cases[0].expected[self.problem.outputs[0]],
+                self.problem.rtol,
+                self.problem.atol,
+            )
+            out["vendor"] = time_calls(lambda i: runners[i](), ROTATIONS, flush, self.stream, self.policy)
+            out["vendor_ok"] = check["ok"]
+        except Exception as exc:
+            out["vendor_error"] = f"{type(exc).__name__}: {exc}"
+        return out
+
+
+def _plain(shape: dict) -> dict:
+    return {k: int(v) for k, v in shape.items()}
+
+
+def device_fingerprint() -> dict:
+    props = torch.cuda.get_device_properties(0)
+    return {
+        "gpu": props.name,
+        "gpu_arch": getattr(props, "gcnArchName", None) or f"sm_{props.major}{props.minor}",
+        "multiprocessors": props.multi_processor_count,
+        "l2_bytes": getattr(props, "L2_cache_size", None),
+        "gpu_memory_bytes": props.total_memory,
+        "torch": torch.__version__,
+        "cuda_runtime": torch.version.cuda,
+        "hip_runtime": torch.version.hip,
+        "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("HIP_VISIBLE_DEVICES"),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("request")
+    parser.add_argument("--report-fd", type=int, required=True)
+    args = parser.parse_args(argv)
+    reporter = Reporter(args.report_fd)
+    with open(args.request) as fh:
+        request = json.load(fh)
+    try:
+        Session(request, reporter).run()
+    except (
+        KernelFailed,
+        RuntimeError,
+    ) as exc:  # torch raises RuntimeError (AcceleratorError) for device faults
+        reporter.send("runtime_error", message=f"{type(exc).__name__}: {exc}", trace=traceback.format_exc()[-4000:])
+        return 3
+    except Exception as exc:
+        reporter.send("harness_error", message=f"{type(exc).__name__}: {exc}", trace=traceback.format_exc()[-4000:])
+        return 4
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""Time device work with events: L2 flushed before every repetition, inputs rotated, repeat until stable."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class TimingPolicy:
+    warmup: int = 3
+    min_reps: int = 10
+    max_reps: int = 300
+    batch: int = 10  # repetitions between synchronisations
+    target_spread: float = 0.01  # stop once IQR / median is at most this ...
+    budget_s: float = 2.0  # ... or once this much wall time is spent on one (shape, implementation)
+
+
+class L2Flusher:
+    """Overwrites a buffer larger than the L2 cache, so every repetition starts cold."""
+
+    def __init__(self, device: torch.device):
+        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 64 * 2**20
+        self.buffer = torch.empty(max(4 * l2, 256 * 2**20), dtype=torch.uint8, device=device)
+
+    def __call__(self) -> None:
+        self.buffer.zero_()
+
+
+def time_calls(
+    run: Callable[[int], object],
+    rotations: int,
+    flush: Callable[[], None],
+    stream: torch.cuda.Stream,
+    policy: TimingPolicy = TimingPolicy(),
+) -> dict:
+    """Median, IQR and min of `run(i)` in microseconds, cycling i over the rotated input sets.
+
+    Only the call itself lies between the two events; the flush is enqueued before the start event.
+    """
+    for i in range(policy.warmup):
+        run(i % rotations)
+    stream.synchronize()
+    samples: list[float] = []
+    calls = 0
+    start_time = time.monotonic()
+    while len(samples) < policy.max_reps:
+        pairs = []
+        for _ in range(policy.batch):
+            flush()
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record(stream)
+            run(calls % rotations)
+            end.record(stream)
+            calls += 1
+            pairs.append((begin, end))
+        end.synchronize()
+        samples.extend(b.elapsed_time(e) * 1000.0 for b, e in pairs)
+        if len(samples) >= policy.min_reps and (
+            _spread(samples) <= policy.target_spread or time.monotonic() - start_time > policy.budget_s
+        ):
+            break
+    return summarise(samples)
+
+
+def summarise(samples: list[float]) -> dict:
+    q1, median, q3 = statistics.quantiles(samples, n=4, method="inclusive")
+    return {"median_us": median, "iqr_us": q3 - q1, "min_us": min(samples), "reps": len(samples)}
+
+
+def _spread(samples: list[float]) -> float:
+    stats = summarise(samples)
+    return stats["iqr_us"] / stats["median_us"] if stats["median_us"] > 0 else 0.0

@@ -1,0 +1,141 @@
+"""Load kernel problems from `kernels/<name>/` (see docs/problem-format.md)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+import yaml
+
+from ksci import PROJECT_ROOT
+
+TARGETS = ("cuda", "rocm")
+DIALECT_OF_TARGET = {"cuda": "cuda", "rocm": "hip"}
+SUFFIX_OF_DIALECT = {"cuda": ".cu", "hip": ".hip"}
+
+
+class ProblemError(ValueError):
+    """A problem that does not exist or whose spec is malformed."""
+
+
+@dataclass(frozen=True)
+class TemplateSpec:
+    name: str
+    dialect: str
+    path: Path
+    params: dict[str, list]
+    default: dict[str, object]
+
+
+@dataclass(frozen=True)
+class Problem:
+    name: str
+    root: Path
+    description: str
+    entry_name: str
+    entry_signature: str
+    entry_args: tuple[str, ...]
+    outputs: tuple[str, ...]
+    dtypes: dict[str, dict[str, str]]
+    tests: tuple[dict, ...]
+    benchmarks: tuple[dict, ...]
+    rtol: float
+    atol: float
+    trials: int
+    roofline_compute: str
+    templates: tuple[TemplateSpec, ...] = field(default=())
+    published_speed_of_light: dict = field(default_factory=dict)
+
+    def templates_for(self, dialect: str) -> list[TemplateSpec]:
+        return [t for t in self.templates if t.dialect == dialect]
+
+    def template(self, dialect: str, name: str) -> TemplateSpec:
+        for t in self.templates_for(dialect):
+            if t.name == name:
+                return t
+        known = ", ".join(t.name for t in self.templates_for(dialect)) or "none"
+        raise ProblemError(f"problem {self.name!r} has no {dialect} template {name!r} (known: {known})")
+
+    def reference_module(self) -> ModuleType:
+        """Import reference.py (needs torch)."""
+        path = self.root / "reference.py"
+        spec = importlib.util.spec_from_file_location(f"ksci_problem_{self.name}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    def solutions(self, kind: str) -> list[Path]:
+        """Known-good (`correct`) or known-bad (`wrong`) kernels shipped with the problem."""
+        folder = self.root / "solutions" / kind
+        return sorted(p for p in folder.glob("*") if p.suffix in (".cu", ".hip"))
+
+
+def kernels_dir() -> Path:
+    return Path(os.environ.get("KSCI_KERNELS_DIR", PROJECT_ROOT / "kernels"))
+
+
+def list_problems() -> list[str]:
+    return sorted(p.parent.name for p in kernels_dir().glob("*/problem.yaml"))
+
+
+def load_problem(name: str) -> Problem:
+    root = kernels_dir() / name
+    spec_path = root / "problem.yaml"
+    if not spec_path.is_file():
+        known = ", ".join(list_problems()) or "none"
+        raise ProblemError(f"unknown problem {name!r} (known: {known})")
+    try:
+        spec = yaml.safe_load(spec_path.read_text())
+        return _problem_from_spec(spec, root)
+    except (KeyError, TypeError, yaml.YAMLError) as exc:
+        raise ProblemError(f"{spec_path}: malformed problem spec ({exc!r})") from exc
+
+
+def _problem_from_spec(spec: dict, root: Path) -> Problem:
+    entry = spec["entry_point"]
+    templates = []
+    for dialect, items in (spec.get("templates") or {}).items():
+        for item in items or []:
+            templates.append(_template_from_spec(item, dialect, root))
+    return Problem(
+        name=spec["name"],
+        root=root,
+        description=spec["description"],
+        entry_name=entry["name"],
+        entry_signature=" ".join(entry["signature"].split()),
+        entry_args=tuple(entry["args"]),
+        outputs=tuple(entry["outputs"]),
+        dtypes=spec["dtypes"],
+        tests=tuple(spec["tests"]),
+        benchmarks=tuple(spec["benchmarks"]),
+        rtol=float(spec["tolerance"]["rtol"]),
+        atol=float(spec["tolerance"]["atol"]),
+        trials=int(spec.get("trials", 1)),
+        roofline_compute=spec["roofline"]["compute"],
+        templates=tuple(templates),
+        published_speed_of_light=spec.get("published_speed_of_light") or {},
+    )
+
+
+def _template_from_spec(item: dict, dialect: str, root: Path) -> TemplateSpec:
+    params = {k: list(v) for k, v in (item.get("params") or {}).items()}
+    default = dict(item.get("default") or {})
+    for key, value in default.items():
+        if key not in params or value not in params[key]:
+            raise ProblemError(f"template {item['name']!r}: default {key}={value!r} is not in its space")
+    return TemplateSpec(item["name"], dialect, root / item["file"], params, default)
+
+
+def shape_key(shape: dict) -> str:
+    """A readable, stable name for a shape: the dimensions joined by 'x' (seed left out)."""
+    return "x".join(str(v) for k, v in shape.items() if k != "seed")
+
+
+def has_entry_point(source: str, entry_name: str) -> bool:
+    """Cheap textual check that the source defines the entry point with C linkage."""
+    has_c_linkage = re.search(r'extern\s+"C"', source) is not None
+    return has_c_linkage and re.search(rf"\b{re.escape(entry_name)}\s*\(", source) is not None

@@ -1,0 +1,64 @@
+"""Human-readable text for verdicts (the CLI's default output)."""
+
+from __future__ import annotations
+
+from ksci.problem import shape_key
+from ksci.results import Timing, Verdict
+
+
+def format_verdict(verdict: Verdict) -> str:
+    lines = [f"{verdict.problem} [{verdict.target}]: {verdict.status}"]
+    if verdict.message:
+        lines.append(f"  {verdict.message}")
+    if verdict.compile:
+        c = verdict.compile
+        cached = " (cached)" if c.cached else ""
+        lines.append(f"  compiled for {c.arch} in {c.seconds:.1f} s{cached}: {c.toolchain}")
+        for k in c.resources:
+            lines.append(
+                f"    {k.name[:60]}: registers {k.registers}, spills {k.spill_bytes} B, "
+                f"shared/LDS {k.shared_bytes} B, stack/scratch {k.stack_or_scratch_bytes} B"
+            )
+    failed = [c for c in verdict.checks if not c.ok]
+    if verdict.checks:
+        lines.append(f"  correctness: {len(verdict.checks) - len(failed)} of {len(verdict.checks)} input sets passed")
+    for check in failed:
+        lines.append(f"  FAILED on {shape_key(check.shape)} seed {check.seed}:")
+        lines.extend(f"    {line}" for line in check.report.splitlines())
+    if verdict.timings:
+        lines.append(_timing_table(verdict))
+    if verdict.fingerprint.get("gpu"):
+        f = verdict.fingerprint
+        lines.append(f"  on {f['gpu']} ({f.get('gpu_arch')}), torch {f.get('torch')}, driver {f.get('driver')}")
+    return "\n".join(lines)
+
+
+def _timing_table(verdict: Verdict) -> str:
+    header = f"  {'shape':>18s} {'kernel us':>10s} {'spread':>7s} {'reference':>10s} {'vendor':>9s} {'SOL':>8s}"
+    rows = [header]
+    for s in verdict.timings:
+        spread = f"{100 * s.kernel.spread:.1f}%" if s.kernel else "-"
+        rows.append(
+            f"  {shape_key(s.shape):>18s} {_us(s.kernel):>10s} {spread:>7s} {_us(s.reference):>10s} "
+            f"{_us(s.vendor):>9s} {_num(s.speed_of_light_us):>8s}"
+        )
+    rows.append(
+        f"  {'geomean':>18s} {_num(verdict.geomean_us):>10s} {'':>7s} {_num(verdict.reference_geomean_us):>10s} "
+        f"{_num(verdict.vendor_geomean_us):>9s} {_num(verdict.speed_of_light_geomean_us):>8s}"
+    )
+    ratios = []
+    if verdict.speedup_vs_reference:
+        ratios.append(f"{verdict.speedup_vs_reference:.2f}x the reference")
+    if verdict.speedup_vs_vendor:
+        ratios.append(f"{verdict.speedup_vs_vendor:.2f}x the vendor library")
+    if ratios:
+        rows.append("  speed: " + ", ".join(ratios) + " (ratio of geomeans; above 1 is faster)")
+    return "\n".join(rows)
+
+
+def _us(t: Timing | None) -> str:
+    return f"{t.median_us:.2f}" if t else "-"
+
+
+def _num(x: float | None) -> str:
+    return f"{x:.2f}" if x else "-"

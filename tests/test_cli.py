@@ -1,0 +1,110 @@
+"""The `ksci` command line as scripts use it: exit codes, one-line errors, JSON on stdout."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ksci.evaluate import gpu_visible
+
+ROOT = Path(__file__).resolve().parent.parent
+FAKES = Path(__file__).resolve().parent / "fakes"
+
+
+def ksci(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ksci.cli", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600
+    )
+
+
+def test_problems_lists_the_shipped_problems():
+    out = ksci("problems", "--json")
+    assert out.returncode == 0
+    names = {p["name"]: p for p in json.loads(out.stdout)}
+    assert names["fp8_gemm"]["tests"] == 11 and names["fp8_gemm"]["benchmarks"] == 18
+    assert "naive" in names["fp8_gemm"]["templates"]["hip"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["evaluate", "--problem", "nope", "--source", "x.cu"], "unknown problem 'nope'"),
+        (["evaluate", "--problem", "fp8_gemm", "--source", "missing.cu"], "no such file: missing.cu"),
+        (["render", "--problem", "fp8_gemm", "--template", "naive", "--param", "BLOCK_X=7"], "is not one of"),
+        (["render", "--problem", "fp8_gemm", "--template", "nope"], "has no cuda template 'nope'"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, message):
+    out = ksci(*args)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and message in out.stderr
+
+
+def test_a_source_without_the_entry_point_is_rejected(tmp_path):
+    src = tmp_path / "k.cu"
+    src.write_text('extern "C" int something_else(void* s) { return 0; }\n')
+    out = ksci("evaluate", "--problem", "fp8_gemm", "--source", str(src))
+    assert out.returncode == 2 and 'does not define the entry point extern "C" fp8_gemm' in out.stderr
+
+
+@pytest.mark.nvcc
+def test_compile_only_json_holds_status_and_resources(tmp_path):
+    src = tmp_path / "naive.cu"
+    assert ksci("render", "--problem", "fp8_gemm", "--template", "naive", "-o", str(src)).returncode == 0
+    out = ksci(
+        "evaluate", "--problem", "fp8_gemm", "--source", str(src), "--compile-only", "--json", "--arch", "sm_90a"
+    )
+    assert out.returncode == 0, out.stderr
+    verdict = json.loads(out.stdout)
+    assert verdict["status"] == "compiled" and verdict["compile"]["ok"]
+    assert verdict["compile"]["resources"][0]["registers"] > 0
+    assert verdict["fingerprint"]["toolchain"].startswith("Cuda compilation tools")
+
+
+@pytest.mark.nvcc
+def test_compile_error_verdict(tmp_path):
+    src = ROOT / "kernels/fp8_gemm/solutions/wrong/syntax_error.cu"
+    out = ksci("evaluate", "--problem", "fp8_gemm", "--source", str(src), "--compile-only", "--json")
+    assert out.returncode == 1
+    verdict = json.loads(out.stdout)
+    assert verdict["status"] == "compile_error" and "error" in verdict["message"]
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(gpu_visible("cuda"), reason="checks the message given where there is no GPU")
+def test_without_a_gpu_evaluate_says_so(tmp_path):
+    src = tmp_path / "naive.cu"
+    ksci("render", "--problem", "fp8_gemm", "--template", "naive", "-o", str(src))
+    out = ksci("evaluate", "--problem", "fp8_gemm", "--source", str(src))
+    assert out.returncode == 3 and "no cuda GPU is visible" in out.stderr
+
+
+def test_port_falls_back_to_hipify_perl_and_reports_leftovers(tmp_path):
+    src = tmp_path / "k.cu"
+    src.write_text(
+        "#include <cuda_runtime.h>\n__global__ void k() {}\n"
+        'extern "C" int run(void* s) { cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 0);\n'
+        "  k<<<1, 1, 0, (cudaStream_t)s>>>(); return (int)cudaGetLastError(); }\n"
+    )
+    env = dict(os.environ, PATH=f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+    out = ksci("port", str(src), env=env)
+    assert out.returncode == 0, out.stderr
+    assert "converted with hipify-perl" in out.stdout  # hipify-clang failed first
+    converted = (tmp_path / "k.hip").read_text()
+    assert "#include <hip/hip_runtime.h>" in converted and "hipStream_t" in converted
+    assert "left unconverted: cudaFuncSetAttribute" in out.stderr
+
+
+def test_port_without_hipify_is_an_environment_error(tmp_path):
+    src = tmp_path / "k.cu"
+    src.write_text("__global__ void k() {}\n")
+    env = dict(os.environ, PATH="/usr/bin:/bin")
+    out = subprocess.run(
+        ["/bin/sh", "-c", f"{sys.executable} -m ksci.cli port {src}"], capture_output=True, text=True, cwd=ROOT, env=env
+    )
+    assert out.returncode == 3 and "neither hipify-clang nor hipify-perl" in out.stderr

@@ -1,0 +1,77 @@
+"""On a GPU: every shipped seed and correct solution is `ok`, every wrong solution gets its class, never `ok`.
+
+The full 18-shape timing of the seeds is benchmarks/evaluate_seeds.py's job; here each kernel is verified on
+every test shape and timed on two benchmark shapes, which exercises the whole pipeline.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ksci.evaluate import EvaluationOptions, evaluate_source
+from ksci.problem import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, list_problems, load_problem
+from ksci.render import render_kernel
+from ksci.results import Status
+
+pytestmark = pytest.mark.gpu
+QUICK = {"min_reps": 5, "max_reps": 20, "budget_s": 0.5}
+
+
+def _options(problem, target: str, **overrides) -> EvaluationOptions:
+    settings = dict(target=target, benchmarks=problem.benchmarks[:2], time_baselines=False, policy=QUICK, timeout_s=300)
+    return EvaluationOptions(**{**settings, **overrides})
+
+
+def _cases(kind: str):
+    for name in list_problems():
+        for path in load_problem(name).solutions(kind):
+            yield pytest.param(name, path, id=f"{name}-{path.name}")
+
+
+@pytest.mark.parametrize(("name", "path"), list(_cases("wrong")))
+def test_wrong_solution_gets_its_class(name, path, gpu_target):
+    if path.suffix != SUFFIX_OF_DIALECT[DIALECT_OF_TARGET[gpu_target]]:
+        pytest.skip(f"{path.suffix} source on a {gpu_target} GPU")
+    problem = load_problem(name)
+    expected = path.read_text().splitlines()[0].split("expect:")[1].strip()
+    timeout = 60 if expected == "timeout" else 300
+    verdict = evaluate_source(problem, path.read_text(), _options(problem, gpu_target, timeout_s=timeout))
+    assert verdict.status != Status.OK
+    assert verdict.status == expected, f"{verdict.status}: {verdict.message}\n{verdict.harness_log[-2000:]}"
+
+
+@pytest.mark.parametrize(("name", "path"), list(_cases("correct")))
+def test_correct_solution_is_ok(name, path, gpu_target):
+    if path.suffix != SUFFIX_OF_DIALECT[DIALECT_OF_TARGET[gpu_target]]:
+        pytest.skip(f"{path.suffix} source on a {gpu_target} GPU")
+    problem = load_problem(name)
+    verdict = evaluate_source(problem, path.read_text(), _options(problem, gpu_target))
+    assert verdict.status == Status.OK, f"{verdict.message}\n{verdict.harness_log[-2000:]}"
+    assert len(verdict.checks) >= len(problem.tests) * problem.trials
+    assert verdict.geomean_us and verdict.geomean_us > 0
+
+
+def _seeds():
+    for name in list_problems():
+        for template in load_problem(name).templates:
+            yield pytest.param(name, template, id=f"{name}-{template.dialect}-{template.name}")
+
+
+@pytest.mark.parametrize(("name", "template"), list(_seeds()))
+def test_seed_template_default_is_ok(name, template, gpu_target):
+    if template.dialect != DIALECT_OF_TARGET[gpu_target]:
+        pytest.skip(f"{template.dialect} template on a {gpu_target} GPU")
+    problem = load_problem(name)
+    verdict = evaluate_source(problem, render_kernel(template), _options(problem, gpu_target))
+    assert verdict.status == Status.OK, f"{verdict.message}\n{verdict.harness_log[-2000:]}"
+
+
+def test_baselines_are_timed_and_checked(gpu_target):
+    from ksci.evaluate import measure_baselines
+
+    problem = load_problem("fp8_gemm")
+    verdict = measure_baselines(problem, _options(problem, gpu_target))
+    assert verdict.reference_geomean_us and verdict.reference_geomean_us > 0
+    if gpu_target == "cuda":
+        assert verdict.vendor_geomean_us, verdict.message  # cuBLASLt through torch._scaled_mm, checked correct
+        assert verdict.vendor_geomean_us < verdict.reference_geomean_us

@@ -1,0 +1,90 @@
+"""The child-process runner: reports, crashes, hangs and the process-group kill (no GPU needed)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+import time
+
+from ksci.isolate import run_child
+
+
+def _script(tmp_path, body: str) -> list[str]:
+    path = tmp_path / "child.py"
+    path.write_text(
+        textwrap.dedent("""
+        import json, os, sys
+        fd = int(sys.argv[sys.argv.index("--report-fd") + 1])
+        report = os.fdopen(fd, "w", buffering=1)
+        def send(event, **kw):
+            report.write(json.dumps({"event": event, **kw}) + "\\n")
+    """)
+        + textwrap.dedent(body)
+    )
+    return [sys.executable, str(path)]
+
+
+def test_reports_arrive_and_bad_lines_are_counted(tmp_path):
+    argv = _script(
+        tmp_path,
+        """
+        send("started")
+        report.write("not json\\n")
+        report.write(json.dumps([1, 2]) + "\\n")
+        print("some noise on stdout")
+        send("result", status="ok")
+    """,
+    )
+    outcome = run_child(argv, timeout_s=60)
+    assert outcome.returncode == 0 and not outcome.timed_out
+    assert [m["event"] for m in outcome.messages] == ["started", "result"]
+    assert outcome.bad_messages == 2
+    assert "some noise on stdout" in outcome.output
+
+
+def test_a_crash_is_seen_as_a_signal(tmp_path):
+    argv = _script(
+        tmp_path,
+        """
+        send("loaded")
+        import ctypes
+        ctypes.string_at(0)  # segmentation fault
+    """,
+    )
+    outcome = run_child(argv, timeout_s=60)
+    assert outcome.returncode < 0 and outcome.last("loaded") is not None and outcome.last("result") is None
+
+
+def test_a_hang_is_killed_with_its_whole_process_group(tmp_path):
+    pid_file = tmp_path / "grandchild.pid"
+    argv = _script(
+        tmp_path,
+        f"""
+        import subprocess, time
+        grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        open({str(pid_file)!r}, "w").write(str(grandchild.pid))
+        send("started")
+        while True:
+            time.sleep(1)
+    """,
+    )
+    start = time.monotonic()
+    outcome = run_child(argv, timeout_s=3)
+    assert outcome.timed_out and time.monotonic() - start < 30
+    grandchild = int(pid_file.read_text())
+    for _ in range(50):  # the kill is immediate; reaping by init may take a moment
+        if not _alive(grandchild):
+            break
+        time.sleep(0.1)
+    assert not _alive(grandchild), "the grandchild outlived the timeout"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return os.path.exists(f"/proc/{pid}")
