@@ -11,12 +11,12 @@ import json
 import sys
 from pathlib import Path
 
-from ksci.evaluate import EnvironmentProblem, EvaluationOptions, evaluate_source, measure_baselines
+from ksci.evaluate import EnvironmentProblem, EvaluationOptions, evaluate_source, gpu_visible, measure_baselines
 from ksci.hipify import find_hipify, hipify_source
 from ksci.problem import DIALECT_OF_TARGET, TARGETS, ProblemError, has_entry_point, list_problems, load_problem
 from ksci.render import render_kernel
 from ksci.results import Status
-from ksci.summary import format_verdict
+from ksci.summary import format_evolution, format_verdict
 from ksci.toolchain import ToolchainMissing
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_ENVIRONMENT = 0, 1, 2, 3
@@ -70,6 +70,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
     p.add_argument("-o", "--output", type=Path)
     p.set_defaults(handler=cmd_render)
+
+    p = sub.add_parser("evolve", help="evolve a problem's kernels (Prefect flows; embedded server by default)")
+    _problem_and_target(p)
+    p.add_argument("--generations", type=int, default=5)
+    p.add_argument("--run", help="continue this run (default: a new run named after the problem and time)")
+    p.add_argument("--children", type=int, default=6, help="candidates per generation")
+    p.add_argument("--strategy", default="elitist", help="parent selection: elitist, tournament or diverse")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--arch")
+    p.add_argument("--gpu", default="0", help="GPU id for the per-GPU concurrency limit")
+    p.add_argument("--store", help="lineage store root (default: data/runs)")
+    p.add_argument(
+        "--simulate",
+        metavar="RECORDING",
+        nargs="?",
+        const="",
+        help="no GPU: replay timings recorded on a GPU (a JSON file; none: made-up timings). For tests.",
+    )
+    p.set_defaults(handler=cmd_evolve)
 
     p = sub.add_parser("port", help="convert a CUDA kernel to HIP (hipify-clang, else hipify-perl)")
     p.add_argument("file", type=Path)
@@ -144,6 +163,38 @@ def cmd_render(args) -> int:
         args.output.write_text(source)
     else:
         sys.stdout.write(source)
+    return EXIT_OK
+
+
+def cmd_evolve(args) -> int:
+    load_problem(args.problem)
+    if args.generations < 1 or args.children < 1:
+        raise UsageError("--generations and --children must be at least 1")
+    if args.simulate is None and not gpu_visible(args.target):
+        raise EnvironmentProblem(
+            f"no {args.target} GPU is visible on this machine, so no kernel can be verified or timed "
+            "(--simulate replays recorded timings, for trying the loop out)"
+        )
+    from ksci.embedded import configure_prefect
+
+    configure_prefect()
+    from flows.evolve import DEFAULT_STORE, evolve
+
+    store = str(args.store or DEFAULT_STORE)
+    summaries = evolve(
+        problem=args.problem,
+        target=args.target,
+        generations=args.generations,
+        run=args.run,
+        children=args.children,
+        strategy=args.strategy,
+        seed=args.seed,
+        store_root=store,
+        arch=args.arch,
+        gpu=args.gpu,
+        simulate=args.simulate,
+    )
+    print(format_evolution(summaries, store))
     return EXIT_OK
 
 

@@ -6,7 +6,6 @@ Candidate failures come back as a Verdict; problems of the environment (no compi
 from __future__ import annotations
 
 import json
-import math
 import os
 import platform
 import shutil
@@ -21,7 +20,7 @@ from ksci.compile import compile_source
 from ksci.hipify import hipify_source, looks_like_cuda
 from ksci.isolate import ChildOutcome, run_child
 from ksci.problem import Problem, has_entry_point, kernels_dir, shape_key
-from ksci.results import CheckResult, CompileResult, ShapeTiming, Status, Timing, Verdict
+from ksci.results import CheckResult, CompileResult, ShapeTiming, Status, Timing, Verdict, geomean
 from ksci.roofline import peaks_for, speed_of_light_us
 from ksci.toolchain import default_arch, find_toolchain
 
@@ -54,10 +53,17 @@ def evaluate_source(problem: Problem, source: str, options: EvaluationOptions) -
     verdict = Verdict(Status.COMPILED, problem.name, options.target, message=note, compile=compiled)
     verdict.fingerprint = host_fingerprint(compiled)
     if not compiled.ok:
-        verdict.status, verdict.message = Status.COMPILE_ERROR, _first_error(compiled.log)
+        verdict.status, verdict.message = Status.COMPILE_ERROR, first_error(compiled.log)
         return verdict
     if options.compile_only:
         return verdict
+    return run_phases(problem, compiled, options)
+
+
+def run_phases(problem: Problem, compiled: CompileResult, options: EvaluationOptions) -> Verdict:
+    """Verify and/or time a compiled kernel (options.phases) in an isolated child; the verdict says how it went."""
+    verdict = Verdict(Status.COMPILED, problem.name, options.target, compile=compiled)
+    verdict.fingerprint = host_fingerprint(compiled)
     outcome = run_harness(problem, compiled.library, options)
     return classify(problem, outcome, verdict)
 
@@ -201,14 +207,7 @@ def _summarise_timings(verdict: Verdict) -> None:
         verdict.message = f"faster than the speed of light on {names}: the measurement cannot be trusted"
 
 
-def geomean(values: list[float | None]) -> float | None:
-    """Geometric mean; None when the list is empty or any value is missing or not positive."""
-    if not values or any(v is None or v <= 0 for v in values):
-        return None
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
-def _first_error(log: str) -> str:
+def first_error(log: str) -> str:
     for line in log.splitlines():
         if "error" in line.lower():
             return line.strip()[:300]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 
@@ -135,3 +136,10 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
     if not numerator or not denominator:
         return None
     return numerator / denominator
+
+
+def geomean(values: list[float | None]) -> float | None:
+    """Geometric mean; None when the list is empty or any value is missing or not positive."""
+    if not values or any(v is None or v <= 0 for v in values):
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))

@@ -62,3 +62,32 @@ def _us(t: Timing | None) -> str:
 
 def _num(x: float | None) -> str:
     return f"{x:.2f}" if x else "-"
+
+
+def format_evolution(summaries: list[dict], store_root: str) -> str:
+    """The end-of-run table: per generation, what ran and what was reused; then the best kernel."""
+    lines = [
+        f"{'gen':>4s} {'cands':>5s} {'ok':>3s} {'best us':>9s} {'compiled':>8s} {'cached':>6s} "
+        f"{'timed':>5s} {'cached':>6s}"
+    ]
+    best = None
+    for s in summaries:
+        ok = [r for r in s["rows"] if r["status"] == "ok" and r.get("geomean_us")]
+        gen_best = min(ok, key=lambda r: r["geomean_us"]) if ok else None
+        if gen_best and (best is None or gen_best["geomean_us"] < best["geomean_us"]):
+            best = gen_best
+        lines.append(
+            f"{s['generation']:>4d} {s['candidates']:>5d} {len(ok):>3d} {_num(gen_best and gen_best['geomean_us']):>9s} "
+            f"{s['compiled']:>8d} {s['compile_cache_hits']:>6d} {s['benchmarked']:>5d} {s['benchmark_cache_hits']:>6d}"
+        )
+    if best is None:
+        return "\n".join([*lines, "no candidate passed"])
+    run = summaries[-1]["run"]
+    lines += [
+        f"run {run}: best {best['candidate_id']} ({best['template']} {best['params_json']})",
+        f"  geomean {best['geomean_us']:.2f} us; reference {_num(best.get('reference_geomean_us'))} us; "
+        f"vendor {_num(best.get('vendor_geomean_us'))} us; {_num(best.get('speedup_vs_reference'))}x the reference, "
+        f"{_num(best.get('speedup_vs_vendor'))}x the vendor library",
+        f"  source: {store_root}/{best['source_path']}",
+    ]
+    return "\n".join(lines)

@@ -2,10 +2,10 @@
 
 import pytest
 
-from ksci.evaluate import EnvironmentProblem, classify, geomean
+from ksci.evaluate import EnvironmentProblem, classify
 from ksci.isolate import ChildOutcome
 from ksci.problem import load_problem
-from ksci.results import Status, Verdict
+from ksci.results import Status, Verdict, geomean
 
 PROBLEM = load_problem("fp8_gemm")
 STARTED = {"event": "started", "fingerprint": {"gpu": "NVIDIA H200"}}

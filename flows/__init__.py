@@ -1,0 +1,1 @@
+"""Prefect flows: the one place that spells out the order of the stages."""

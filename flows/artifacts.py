@@ -1,0 +1,49 @@
+"""What a generation shows in the Prefect UI: a table of its candidates and a markdown summary."""
+
+from __future__ import annotations
+
+from prefect.artifacts import create_table_artifact
+
+COLUMNS = (
+    "candidate_id",
+    "template",
+    "params_json",
+    "status",
+    "geomean_us",
+    "speedup_vs_reference",
+    "speedup_vs_vendor",
+    "hypothesis",
+)
+
+
+def generation_table(key: str, rows: list[dict]) -> None:
+    table = [{c: _cell(row.get(c)) for c in COLUMNS} for row in rows]
+    create_table_artifact(table, key=key, description="candidates of this generation")
+
+
+def generation_markdown(run: str, generation: int, rows: list[dict], store_root: str) -> str:
+    ok = [r for r in rows if r["status"] == "ok" and r.get("geomean_us")]
+    best = min(ok, key=lambda r: r["geomean_us"]) if ok else None
+    lines = [
+        f"# {run}: generation {generation}",
+        "",
+        f"{len(rows)} candidates: {len(ok)} ok, {len(rows) - len(ok)} failed.",
+    ]
+    if best:
+        lines += [
+            "",
+            f"Best of this generation: `{best['candidate_id']}` ({best['template']} {best['params_json']})",
+            f"- geomean {best['geomean_us']:.2f} us",
+            f"- {_x(best.get('speedup_vs_reference'))} the reference, {_x(best.get('speedup_vs_vendor'))} "
+            "the vendor library",
+            f"- source: `{store_root}/{best['source_path']}`",
+        ]
+    return "\n".join(lines)
+
+
+def _x(value) -> str:
+    return f"{value:.2f}x" if value else "n/a x"
+
+
+def _cell(value):
+    return round(value, 3) if isinstance(value, float) else ("" if value is None else value)

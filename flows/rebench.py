@@ -1,0 +1,67 @@
+"""Re-time a run's champions, for example after a driver or compiler change.
+
+The benchmark task is called with refresh_cache=True, so the timing is new; the rows go to the run
+`<run>-rebench`, one generation per rebench, so the original lineage is never rewritten.
+"""
+
+from __future__ import annotations
+
+import json
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_table_artifact
+
+from flows.evolve import DEFAULT_STORE, _artifact_key
+from ksci.lineage import LineageStore
+from tasks.gpu import ensure_gpu_limit
+from tasks.stages import benchmark_kernel, compile_kernel, record_candidate, verify_kernel
+
+
+@flow(name="rebench")
+def rebench(
+    run: str, top: int = 3, store_root: str = DEFAULT_STORE, gpu: str = "0", simulate: str | None = None
+) -> list[dict]:
+    logger = get_run_logger()
+    store = LineageStore(store_root)
+    population = store.read(run)
+    champions = population[population["status"] == "ok"].sort_values("geomean_us").head(top)
+    if champions.empty:
+        logger.warning("run %s has no passing candidate to re-time", run)
+        return []
+    ensure_gpu_limit(gpu)
+    target_run = f"{run}-rebench"
+    generation = store.generations(target_run)
+    rows = []
+    for _, champion in champions.iterrows():
+        source = store.read_source(champion["source_path"])
+        compiled = compile_kernel(source, champion["target"], champion["arch"], simulate)
+        problem, target = champion["problem"], champion["target"]
+        verified = verify_kernel.with_options(refresh_cache=True)(problem, source, compiled, target, gpu, simulate)
+        timed = benchmark_kernel.with_options(refresh_cache=True)(
+            problem, source, compiled, verified, target, gpu, simulate
+        )
+        meta = {
+            "run": target_run,
+            "generation": generation,
+            "proposer": "rebench",
+            "parent_id": champion["candidate_id"],
+            "reference_id": None,
+            "hypothesis": f"re-timing of {champion['candidate_id']} (was {champion['geomean_us']:.2f} us)",
+            "template": champion["template"],
+            "params": _params(champion),
+        }
+        row = record_candidate(store_root, meta, source, champion["source_path"], timed)
+        rows.append(
+            {
+                "candidate_id": champion["candidate_id"],
+                "before_us": champion["geomean_us"],
+                "after_us": row["geomean_us"],
+                "status": row["status"],
+            }
+        )
+    create_table_artifact(rows, key=_artifact_key(f"{target_run}-{generation}"), description=f"re-timing of {run}")
+    return rows
+
+
+def _params(row) -> dict | None:
+    return json.loads(row["params_json"]) if row["params_json"] else None

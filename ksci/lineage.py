@@ -1,0 +1,373 @@
+"""The lineage store: one Parquet row per evaluated candidate, plus content-addressed kernel sources.
+
+Layout under the store's root (see docs/lineage-schema.md for the columns):
+
+    <root>/<run>/candidates/part-<generation>-<uuid>.parquet   append-only, one file per append and generation
+    <root>/sources/<id[:2]>/<id><suffix>                        write-once kernel sources
+
+Every write goes to a hidden temp name in the destination folder and is published with os.replace, so a crash
+leaves no partial file that a reader would see, and concurrent writers never touch the same file. All file-system
+calls sit in the small `_fs_*` helpers at the bottom, so that moving to an fsspec URL is a local change.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from dataclasses import asdict, dataclass, field, fields
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ksci.compile import source_hash
+from ksci.problem import shape_key
+from ksci.results import Status, Verdict
+
+SCHEMA_VERSION = 1
+KEY = ("run", "candidate_id", "generation")  # a row is written at most once per key
+PROPOSERS = ("seed", "tuning", "llm", "rebench")
+_VERSION_METADATA = b"ksci.lineage.schema_version"
+_RESERVED_RUNS = {"sources"}
+_RUN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=-]*$")
+
+SCHEMA = pa.schema(
+    [
+        pa.field("schema_version", pa.int64(), nullable=False),
+        pa.field("run", pa.string(), nullable=False),
+        pa.field("problem", pa.string(), nullable=False),
+        pa.field("generation", pa.int64(), nullable=False),
+        pa.field("candidate_id", pa.string(), nullable=False),
+        pa.field("parent_id", pa.string()),
+        pa.field("reference_id", pa.string()),
+        pa.field("proposer", pa.string(), nullable=False),
+        pa.field("hypothesis", pa.string(), nullable=False),
+        pa.field("template", pa.string()),
+        pa.field("params_json", pa.string()),
+        pa.field("source_path", pa.string(), nullable=False),
+        pa.field("target", pa.string(), nullable=False),
+        pa.field("arch", pa.string()),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("message", pa.string(), nullable=False),
+        pa.field("compile_seconds", pa.float64()),
+        pa.field("compile_cached", pa.bool_()),
+        pa.field("registers", pa.int64()),
+        pa.field("spill_bytes", pa.int64()),
+        pa.field("shared_bytes", pa.int64()),
+        pa.field("geomean_us", pa.float64()),
+        pa.field("reference_geomean_us", pa.float64()),
+        pa.field("vendor_geomean_us", pa.float64()),
+        pa.field("speed_of_light_geomean_us", pa.float64()),
+        pa.field("speedup_vs_reference", pa.float64()),
+        pa.field("speedup_vs_vendor", pa.float64()),
+        pa.field("shape_times_json", pa.string(), nullable=False),
+        pa.field("gpu", pa.string()),
+        pa.field("fingerprint_json", pa.string(), nullable=False),
+        pa.field("llm_model", pa.string()),
+        pa.field("prompt_tokens", pa.int64()),
+        pa.field("completion_tokens", pa.int64()),
+        pa.field("cost_usd", pa.float64()),
+        pa.field("created_at", pa.timestamp("us", tz="UTC"), nullable=False),
+    ],
+    metadata={_VERSION_METADATA: str(SCHEMA_VERSION).encode()},
+)
+
+
+class LineageVersionError(ValueError):
+    """A part file written by a newer ksci (a schema version above ours)."""
+
+
+@dataclass(frozen=True)
+class LlmUsage:
+    """What one LLM-written candidate cost."""
+
+    model: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost_usd: float | None = None
+
+
+@dataclass(kw_only=True)
+class Candidate:
+    """One row of the lineage: an evaluated kernel, where it came from, and how it did."""
+
+    schema_version: int = SCHEMA_VERSION
+    run: str
+    problem: str  # the kernels/<problem> this candidate solves
+    generation: int
+    candidate_id: str  # first 16 hex digits of ksci.compile.source_hash(source)
+    parent_id: str | None = None
+    reference_id: str | None = None
+    proposer: str  # one of PROPOSERS
+    hypothesis: str = ""
+    template: str | None = None
+    params_json: str | None = None  # json.dumps(params, sort_keys=True)
+    source_path: str  # relative to the store's root
+    target: str
+    arch: str | None = None
+    status: str  # a ksci.results.Status value
+    message: str = ""
+    compile_seconds: float | None = None
+    compile_cached: bool | None = None
+    registers: int | None = None
+    spill_bytes: int | None = None
+    shared_bytes: int | None = None
+    geomean_us: float | None = None
+    reference_geomean_us: float | None = None
+    vendor_geomean_us: float | None = None
+    speed_of_light_geomean_us: float | None = None
+    speedup_vs_reference: float | None = None
+    speedup_vs_vendor: float | None = None
+    shape_times_json: str = "{}"  # {shape_key: median_us}
+    gpu: str | None = None
+    fingerprint_json: str = "{}"
+    llm_model: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost_usd: float | None = None
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+
+def candidate_id_of(source: str) -> str:
+    return source_hash(source)[:16]
+
+
+def params_to_json(params: dict | None) -> str | None:
+    return None if params is None else json.dumps(params, sort_keys=True)
+
+
+def candidate_from_verdict(
+    verdict: Verdict,
+    *,
+    run: str,
+    generation: int,
+    source_path: str,
+    candidate_id: str,
+    parent_id: str | None,
+    reference_id: str | None,
+    proposer: str,
+    hypothesis: str,
+    template: str | None,
+    params: dict | None,
+    llm: LlmUsage | None = None,
+) -> Candidate:
+    compiled = verdict.compile
+    resources = compiled.resources if compiled else []
+    shape_times = {shape_key(t.shape): t.kernel.median_us for t in verdict.timings if t.kernel}
+    return Candidate(
+        run=run,
+        problem=verdict.problem,
+        generation=generation,
+        candidate_id=candidate_id,
+        parent_id=parent_id,
+        reference_id=reference_id,
+        proposer=proposer,
+        hypothesis=hypothesis,
+        template=template,
+        params_json=params_to_json(params),
+        source_path=source_path,
+        target=verdict.target,
+        arch=compiled.arch if compiled else verdict.fingerprint.get("gpu_arch"),
+        status=str(Status(verdict.status)),
+        message=verdict.message,
+        compile_seconds=compiled.seconds if compiled else None,
+        compile_cached=compiled.cached if compiled else None,
+        registers=_max_of(r.registers for r in resources),
+        spill_bytes=_max_of(r.spill_bytes for r in resources),
+        shared_bytes=_max_of(r.shared_bytes for r in resources),
+        geomean_us=verdict.geomean_us,
+        reference_geomean_us=verdict.reference_geomean_us,
+        vendor_geomean_us=verdict.vendor_geomean_us,
+        speed_of_light_geomean_us=verdict.speed_of_light_geomean_us,
+        speedup_vs_reference=verdict.speedup_vs_reference,
+        speedup_vs_vendor=verdict.speedup_vs_vendor,
+        shape_times_json=json.dumps(shape_times, sort_keys=True),
+        gpu=verdict.fingerprint.get("gpu"),
+        fingerprint_json=json.dumps(verdict.fingerprint, sort_keys=True, default=str),
+        llm_model=llm.model if llm else None,
+        prompt_tokens=llm.prompt_tokens if llm else None,
+        completion_tokens=llm.completion_tokens if llm else None,
+        cost_usd=llm.cost_usd if llm else None,
+    )
+
+
+def candidate_from_row(row: pd.Series) -> Candidate:
+    """The inverse of writing: a row of `LineageStore.read()` back as a Candidate (nulls become None)."""
+    values = {}
+    for f in fields(Candidate):
+        value = row.get(f.name)
+        if value is None or (not isinstance(value, str) and pd.isna(value)):
+            value = None
+        elif isinstance(value, pd.Timestamp):
+            value = value.to_pydatetime()
+        elif hasattr(value, "item"):  # numpy scalar -> Python scalar
+            value = value.item()
+        values[f.name] = value
+    return Candidate(**values)
+
+
+def empty_frame() -> pd.DataFrame:
+    return _to_pandas(SCHEMA.empty_table())
+
+
+class LineageStore:
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def put_source(self, source: str, suffix: str) -> str:
+        """Store a kernel source under its id; returns the path relative to the root. Write-once."""
+        cid = candidate_id_of(source)
+        relative = f"sources/{cid[:2]}/{cid}{suffix}"
+        path = self.root / relative
+        if not _fs_exists(path):
+            _fs_write_atomic(path, lambda f: f.write(source.encode()))
+        return relative
+
+    def read_source(self, relative: str) -> str:
+        return (self.root / relative).read_text()
+
+    def append(self, rows: list[Candidate]) -> int:
+        """Write the rows not yet stored (by run, candidate_id, generation); returns how many were written."""
+        fresh, keys = [], set()
+        known = {run: self._keys(run) for run in {r.run for r in rows}}
+        for row in rows:
+            key = (row.run, row.candidate_id, row.generation)
+            if key in known[row.run] or key in keys:
+                continue
+            keys.add(key)
+            fresh.append(row)
+        groups: dict[tuple[str, int], list[Candidate]] = {}
+        for row in fresh:
+            groups.setdefault((row.run, row.generation), []).append(row)
+        for (run, generation), group in sorted(groups.items()):
+            table = pa.Table.from_pylist([asdict(r) for r in group], schema=SCHEMA)
+            name = f"part-{generation:06d}-{uuid.uuid4().hex}.parquet"
+            _fs_write_atomic(self._run_dir(run) / name, lambda f, t=table: pq.write_table(t, f))
+        return len(fresh)
+
+    def read(self, run: str | None = None) -> pd.DataFrame:
+        """Every stored row (of one run, or of all), oldest first; an empty frame with the schema's columns if none."""
+        runs = [run] if run is not None else self.runs()
+        tables = [_conform(pq.read_table(p), p) for r in runs for p in _fs_list_parts(self._run_dir(r))]
+        if not tables:
+            return empty_frame()
+        frame = _to_pandas(pa.concat_tables(tables))
+        frame = frame.sort_values(["run", "generation", "created_at", "candidate_id"], kind="stable")
+        # Two writers racing on the same row can both publish it; readers keep the first.
+        return frame.drop_duplicates(subset=list(KEY), keep="first").reset_index(drop=True)
+
+    def runs(self) -> list[str]:
+        return _fs_list_runs(self.root)
+
+    def best(self, run: str) -> pd.Series | None:
+        """The row with the lowest geomean among candidates whose status is ok (ties: smallest candidate_id)."""
+        frame = self.read(run)
+        ok = frame[(frame["status"] == str(Status.OK)) & frame["geomean_us"].notna()]
+        if ok.empty:
+            return None
+        return ok.sort_values(["geomean_us", "candidate_id"], kind="stable").iloc[0]
+
+    def generations(self, run: str) -> int:
+        """How many generations the run has: one more than the highest generation number (0 when empty)."""
+        frame = self.read(run)
+        return 0 if frame.empty else int(frame["generation"].max()) + 1
+
+    def _run_dir(self, run: str) -> Path:
+        _check_run(run)
+        return self.root / run / "candidates"
+
+    def _keys(self, run: str) -> set[tuple[str, str, int]]:
+        keys = set()
+        for path in _fs_list_parts(self._run_dir(run)):
+            columns = pq.read_table(path, columns=list(KEY)).to_pydict()
+            keys.update(zip(*(columns[k] for k in KEY), strict=True))
+        return keys
+
+
+def _check_run(run: str) -> None:
+    if not _RUN_NAME.match(run or "") or run in _RESERVED_RUNS:
+        raise ValueError(f"invalid run name {run!r}: use letters, digits, '_', '-', '.', '=' (and not 'sources')")
+
+
+def _max_of(values) -> int | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def _conform(table: pa.Table, path: object) -> pa.Table:
+    """Bring a part file of this or an older schema version to the current schema (missing columns as null)."""
+    metadata = table.schema.metadata or {}
+    version = int(metadata.get(_VERSION_METADATA, b"1"))
+    if version > SCHEMA_VERSION:
+        raise LineageVersionError(
+            f"{path}: lineage schema version {version} is newer than this ksci's ({SCHEMA_VERSION}); upgrade ksci"
+        )
+    columns = []
+    for f in SCHEMA:
+        if f.name in table.column_names:
+            columns.append(table[f.name].cast(f.type))
+        elif f.name == "schema_version":
+            columns.append(pa.array([version] * table.num_rows, f.type))
+        else:
+            columns.append(pa.nulls(table.num_rows, f.type))
+    # Missing columns of old files are null even where today's schema says non-null, hence a relaxed schema.
+    relaxed = pa.schema([f.with_nullable(True) for f in SCHEMA], metadata=SCHEMA.metadata)
+    return pa.Table.from_arrays(columns, schema=relaxed)
+
+
+_PANDAS_TYPES = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
+
+
+def _to_pandas(table: pa.Table) -> pd.DataFrame:
+    # Nullable Int64 and boolean keep integer and flag columns intact when some values are null.
+    return table.to_pandas(types_mapper=_PANDAS_TYPES.get)
+
+
+# File-system helpers: the only functions that touch storage (swap for fsspec here).
+
+
+def _fs_exists(path: Path) -> bool:
+    return path.exists()
+
+
+def _fs_list_parts(folder: Path) -> list[Path]:
+    # Temp files are hidden (".part-...tmp") and so never match.
+    return sorted(folder.glob("part-*.parquet"))
+
+
+def _fs_list_runs(root: Path) -> list[str]:
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.name not in _RESERVED_RUNS and (p / "candidates").is_dir())
+
+
+def _fs_write_atomic(path: Path, write) -> None:
+    """Write through `write(binary_file)` to a temp name beside `path`, fsync, then publish with os.replace."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
+    try:
+        with open(temp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, path)
+    finally:
+        temp.unlink(missing_ok=True)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems cannot sync a directory; the rename is still atomic
+    finally:
+        os.close(fd)

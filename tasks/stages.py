@@ -1,0 +1,149 @@
+"""One Prefect task per stage of a generation; each body is a call into the plain core (ksci/).
+
+Caching: a task's result is keyed by its inputs and its source (INPUTS + TASK_SOURCE), and persisted under
+data/prefect, so rerunning a generation reuses every compile, verification and benchmark that finished.
+Timeouts: foreign code only ever runs in subprocesses with their own hard timeouts (the compiler's, and the
+harness's process-group kill), because Prefect's task timeout cannot interrupt a task in a worker thread.
+Retries: only for EnvironmentProblem (a harness that could not start, a GPU that went away); a compile error or
+a wrong answer is a value, never an exception, and is never retried.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import pandas as pd
+from prefect import task
+from prefect.cache_policies import INPUTS, TASK_SOURCE
+from prefect.concurrency.sync import concurrency
+from prefect.tasks import exponential_backoff
+
+from ksci.evaluate import (
+    EnvironmentProblem,
+    EvaluationOptions,
+    compile_candidate,
+    first_error,
+    prepare_source,
+    run_phases,
+)
+from ksci.lineage import LineageStore, candidate_from_verdict, candidate_id_of
+from ksci.problem import load_problem
+from ksci.propose import Proposal, propose_tuning
+from ksci.render import render_kernel
+from ksci.results import CompileResult, Status, Verdict
+from ksci.select import Selection, select_parents
+from ksci.simulate import Simulator
+from tasks.gpu import gpu_limit_name
+
+CACHED = INPUTS + TASK_SOURCE
+
+
+def retry_on_environment(task, task_run, state) -> bool:
+    """Retry only when the environment failed, never for what the candidate did."""
+    try:
+        state.result()
+    except EnvironmentProblem:
+        return True
+    except Exception:
+        return False
+    return False
+
+
+@task(name="read-population")
+def read_population(store_root: str, run: str, before_generation: int) -> pd.DataFrame:
+    population = LineageStore(store_root).read(run)
+    earlier = population[population["generation"] < before_generation]
+    # A stable order, so that the proposals (and with them every cache key downstream) are the same on a rerun.
+    return earlier.sort_values(["generation", "candidate_id"]).reset_index(drop=True)
+
+
+@task(name="select", cache_policy=CACHED)
+def select(strategy: str, population: pd.DataFrame, count: int, seed: int) -> list[Selection]:
+    return select_parents(strategy, population, count, seed)
+
+
+@task(name="hypothesize", cache_policy=CACHED)
+def hypothesize(
+    problem: str, dialect: str, population: pd.DataFrame, selections: list[Selection], count: int, seed: int
+) -> list[Proposal]:
+    return propose_tuning(load_problem(problem), dialect, population, selections, count, seed)
+
+
+@task(name="render", cache_policy=CACHED)
+def render(problem: str, dialect: str, template: str, params: dict) -> str:
+    return render_kernel(load_problem(problem).template(dialect, template), params)
+
+
+@task(name="hipify", cache_policy=CACHED)
+def hipify(problem: str, source: str, target: str) -> str:
+    """CUDA bound for ROCm is converted; a source that cannot be converted goes on as it is and fails to compile."""
+    prepared, _note = prepare_source(load_problem(problem), source, target)
+    return prepared or source
+
+
+@task(name="compile", cache_policy=CACHED, tags=["compile"])
+def compile_kernel(source: str, target: str, arch: str | None, simulate: str | None) -> CompileResult:
+    if simulate is not None:
+        return Simulator(_recording(simulate)).compile(source, target, arch or "simulated")
+    return compile_candidate(source, EvaluationOptions(target=target, arch=arch))
+
+
+GPU_TASK = dict(
+    cache_policy=CACHED,
+    retries=2,
+    retry_delay_seconds=exponential_backoff(backoff_factor=5),
+    retry_condition_fn=retry_on_environment,
+    tags=["gpu"],
+)
+
+
+@task(name="verify", **GPU_TASK)
+def verify_kernel(
+    problem: str, source: str, compiled: CompileResult, target: str, gpu: str, simulate: str | None
+) -> Verdict:
+    return _run(problem, source, compiled, target, gpu, simulate, ("verify",))
+
+
+@task(name="benchmark", **GPU_TASK)
+def benchmark_kernel(
+    problem: str,
+    source: str,
+    compiled: CompileResult,
+    verified: Verdict,
+    target: str,
+    gpu: str,
+    simulate: str | None,
+) -> Verdict:
+    if verified.status != Status.OK:
+        return verified
+    timed = _run(problem, source, compiled, target, gpu, simulate, ("benchmark",))
+    timed.checks = verified.checks + timed.checks
+    return timed
+
+
+def _run(problem, source, compiled, target, gpu, simulate, phases) -> Verdict:
+    spec = load_problem(problem)
+    if not compiled.ok:
+        return Verdict(Status.COMPILE_ERROR, problem, target, message=first_error(compiled.log), compile=compiled)
+    # One benchmark at a time per GPU, across every flow and worker sharing this Prefect server.
+    with concurrency(gpu_limit_name(gpu), occupy=1, strict=True):
+        if simulate is not None:
+            return Simulator(_recording(simulate)).run(spec, source, compiled, phases)
+        return run_phases(spec, compiled, EvaluationOptions(target=target, phases=phases))
+
+
+@task(name="record")
+def record_candidate(store_root: str, meta: dict, source: str, source_path: str, verdict: Verdict) -> dict:
+    """Append the candidate's row as soon as it is done; idempotent, so a rerun never duplicates it."""
+    row = candidate_from_verdict(verdict, source_path=source_path, candidate_id=candidate_id_of(source), **meta)
+    LineageStore(store_root).append([row])
+    return asdict(row)
+
+
+@task(name="store-source", cache_policy=CACHED)
+def store_source(store_root: str, source: str, suffix: str) -> str:
+    return LineageStore(store_root).put_source(source, suffix)
+
+
+def _recording(simulate: str):
+    return simulate or None  # "" means: simulate without a recording (made-up timings only)

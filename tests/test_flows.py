@@ -1,0 +1,84 @@
+"""The evolution flows under prefect_test_harness, with the GPU stages replaced by the simulator."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ksci.embedded import configure_prefect
+
+configure_prefect()
+
+from prefect.testing.utilities import prefect_test_harness  # noqa: E402
+
+from flows.evolve import evolve  # noqa: E402
+from ksci.lineage import LineageStore  # noqa: E402
+from ksci.problem import load_problem  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module", autouse=True)
+def harness():
+    with prefect_test_harness(server_startup_timeout=180):
+        yield
+
+
+def _run(tmp_path, run: str, recording=None, generations: int = 2):
+    return evolve(
+        problem="fp8_gemm",
+        target="cuda",
+        generations=generations,
+        run=run,
+        children=3,
+        store_root=str(tmp_path / "store"),
+        simulate=str(recording) if recording else "",
+    )
+
+
+def test_generations_are_recorded_with_their_lineage(tmp_path):
+    summaries = _run(tmp_path, "lineage")
+    rows = LineageStore(tmp_path / "store").read("lineage")
+    seeds = rows[rows["generation"] == 0]
+    children = rows[rows["generation"] == 1]
+    cuda_templates = {t.name for t in load_problem("fp8_gemm").templates_for("cuda")}
+    assert set(seeds["template"]) == cuda_templates and set(seeds["proposer"]) == {"seed"}
+    assert len(children) == 3 and set(children["proposer"]) == {"tuning"}
+    assert children["parent_id"].isin(seeds["candidate_id"]).all()
+    assert (children["hypothesis"].str.len() > 0).all()
+    assert rows["candidate_id"].is_unique and (rows["status"] == "ok").all()
+    assert (rows["gpu"] == "SIMULATOR").all()
+    for source_path in rows["source_path"]:
+        assert "fp8_gemm" in LineageStore(tmp_path / "store").read_source(source_path)
+    assert [s["generation"] for s in summaries] == [0, 1]
+
+
+def test_rerun_is_all_cache_hits_and_adds_no_rows(tmp_path):
+    _run(tmp_path, "again")
+    before = LineageStore(tmp_path / "store").read("again")
+    summaries = _run(tmp_path, "again")
+    after = LineageStore(tmp_path / "store").read("again")
+    assert len(after) == len(before)
+    for s in summaries:
+        assert s["compiled"] == 0 and s["benchmarked"] == 0
+        assert s["compile_cache_hits"] == s["candidates"] == s["benchmark_cache_hits"]
+
+
+def test_a_generation_that_fails_midway_reruns_from_the_cache(tmp_path):
+    problem = load_problem("fp8_gemm")
+    mma = problem.template("cuda", "mma")
+    recording = tmp_path / "recording.json"
+    # The GPU "goes away" while the mma seed runs; the naive seed finishes and is recorded.
+    recording.write_text(json.dumps([{"template": "mma", "params": mma.default, "status": "environment_error"}]))
+    with pytest.raises(Exception, match="GPU went away"):
+        _run(tmp_path, "flaky", recording, generations=1)
+    rows = LineageStore(tmp_path / "store").read("flaky")
+    assert list(rows["template"]) == ["naive"]
+
+    recording.write_text("[]")  # the GPU is back
+    (summary,) = _run(tmp_path, "flaky", recording, generations=1)
+    rows = LineageStore(tmp_path / "store").read("flaky")
+    assert sorted(rows["template"]) == ["mma", "naive"] and rows["candidate_id"].is_unique
+    assert summary["compile_cache_hits"] == 2  # both compiles had finished before the failure
+    assert summary["benchmark_cache_hits"] == 1 and summary["benchmarked"] == 1  # only mma is timed again
