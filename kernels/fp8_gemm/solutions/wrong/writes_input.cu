@@ -1,0 +1,42 @@
+// expect: wrong
+// Plays a kernel that gets C right but scribbles on an input: after the GEMM, a second kernel on the same
+// stream writes 1.0 (0x38) into the first 256 bytes of A. Only a check that the inputs are unchanged
+// after the call catches it.
+#include <cstdint>
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+__global__ void fp8_gemm_naive(const __nv_fp8_e4m3* a, const __nv_fp8_e4m3* b, const float* a_scale,
+                               const float* b_scale, __nv_bfloat16* c, int m, int n, int k) {
+    const int col = blockIdx.x * blockDim.x + threadIdx.x;
+    const int row = blockIdx.y * blockDim.y + threadIdx.y;
+    if (row >= m || col >= n) return;
+    const int scale_cols = (n + 127) / 128;
+    float acc = 0.0f;
+    for (int kb = 0; kb < k / 128; ++kb) {
+        float part = 0.0f;
+        for (int kk = kb * 128; kk < kb * 128 + 128; ++kk)
+            part += static_cast<float>(a[row + (size_t)kk * m]) * static_cast<float>(b[col + (size_t)kk * n]);
+        acc += part * a_scale[row + (size_t)kb * m] * b_scale[col / 128 + (size_t)kb * scale_cols];
+    }
+    c[(size_t)row * n + col] = __float2bfloat16_rn(acc);
+}
+
+__global__ void scribble(uint8_t* p, int count) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < count) p[i] = 0x38;  // e4m3 1.0
+}
+
+extern "C" int fp8_gemm(const void* a, const void* b, const float* a_scale, const float* b_scale, void* c, int m,
+                        int n, int k, void* stream) {
+    const cudaStream_t s = static_cast<cudaStream_t>(stream);
+    const dim3 block(32, 8);
+    const dim3 grid((n + 31) / 32, (m + 7) / 8);
+    fp8_gemm_naive<<<grid, block, 0, s>>>(static_cast<const __nv_fp8_e4m3*>(a),
+                                          static_cast<const __nv_fp8_e4m3*>(b), a_scale, b_scale,
+                                          static_cast<__nv_bfloat16*>(c), m, n, k);
+    // Stream order: runs after the GEMM has read A, so C stays right. A holds m * k >= 8192 bytes.
+    scribble<<<1, 256, 0, s>>>(static_cast<uint8_t*>(const_cast<void*>(a)), 256);
+    return (int)cudaGetLastError();
+}
