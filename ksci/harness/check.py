@@ -55,10 +55,19 @@ def _report(got, ref, err, bad, mismatches: int, nonfinite: int) -> str:
     return "\n".join(lines)
 
 
+def relative_error(out: torch.Tensor, expected: torch.Tensor) -> float:
+    """||out - ref|| / ||ref|| in float32 (inf when the output has NaN/inf)."""
+    got, ref = out.detach().to(torch.float32), expected.detach().to(torch.float32)
+    if not torch.isfinite(got).all():
+        return float("inf")
+    return float(torch.linalg.vector_norm(got - ref) / torch.linalg.vector_norm(ref).clamp_min(1e-30))
+
+
 def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bitwise equality (NaN-safe), for checking that inputs were left unchanged."""
     return a.shape == b.shape and torch.equal(_as_bytes(a), _as_bytes(b))
 
 
 def _as_bytes(t: torch.Tensor) -> torch.Tensor:
-    return t.detach().contiguous().view(torch.uint8)
+    # reshape(-1) first: a "contiguous" tensor with a size-1 dimension may still carry a stride that view() rejects.
+    return t.detach().reshape(-1).contiguous().view(torch.uint8)

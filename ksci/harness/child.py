@@ -16,7 +16,7 @@ import traceback
 
 import torch
 
-from ksci.harness.check import compare, same_bytes
+from ksci.harness.check import compare, relative_error, same_bytes
 from ksci.harness.timing import L2Flusher, TimingPolicy, time_calls
 from ksci.problem import load_problem, shape_key
 
@@ -25,6 +25,7 @@ GUARD_BYTE = 0x5A
 TRIAL_SEED_STEP = 7919
 REVERIFY_SEED_OFFSET = 1_000_003
 ROTATIONS = 3
+VENDOR_RELATIVE_ERROR = 1e-2
 
 
 class KernelFailed(Exception):
@@ -221,14 +222,14 @@ class Session:
         if any(r is None for r in runners):
             return {**out, "vendor_error": "no vendor baseline on this platform"}
         try:
-            check = compare(
-                runners[0]()[self.problem.outputs[0]],
-                cases[0].expected[self.problem.outputs[0]],
-                self.problem.rtol,
-                self.problem.atol,
-            )
+            name = self.problem.outputs[0]
+            error = relative_error(runners[0]()[name], cases[0].expected[name])
             out["vendor"] = time_calls(lambda i: runners[i](), ROTATIONS, flush, self.stream, self.policy)
-            out["vendor_ok"] = check["ok"]
+            # The library is a timing baseline, not a candidate: it must compute the same product (relative
+            # L2 error under 1%), not meet the element-wise tolerance (cuBLASLt's FP8 accumulation misses it
+            # on a few tenths of a percent of the elements).
+            out["vendor_ok"] = error <= VENDOR_RELATIVE_ERROR
+            out["vendor_relative_error"] = error
         except Exception as exc:
             out["vendor_error"] = f"{type(exc).__name__}: {exc}"
         return out
