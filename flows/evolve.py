@@ -80,17 +80,23 @@ def evolve_generation(
             "params": proposal.params,
         }
         recorded = record_candidate.submit(store_root, meta, prepared, source_path, benched)
-        pending.append((proposal, compiled, benched, recorded))
+        pending.append((compiled, verified, benched, recorded))
 
     # Let every candidate finish and be recorded before a failure of one of them fails the generation.
     wait([recorded for *_, recorded in pending])
-    rows, counts = [], {"compiled": 0, "compile_cache_hits": 0, "benchmarked": 0, "benchmark_cache_hits": 0}
-    for _proposal, compiled, benched, recorded in pending:
-        row = recorded.result()
-        rows.append(row)
+    rows, failed = [], []
+    counts = {"compiled": 0, "compile_cache_hits": 0, "benchmarked": 0, "benchmark_cache_hits": 0}
+    for chain in pending:
+        compiled, _verified, benched, recorded = chain
+        if not recorded.state.is_completed():
+            failed.append(next(f for f in chain if f.state.is_failed()))
+            continue
+        rows.append(recorded.result())
         _count(counts, "compile", compiled.state.name)
-        if row["status"] not in ("compile_error",):
+        if rows[-1]["status"] != "compile_error":
             _count(counts, "benchmark", benched.state.name)
+    if failed:
+        failed[0].result()  # raises the stage's own exception: the generation fails, to be rerun
     summary = {"run": run, "generation": generation, "candidates": len(rows), **counts}
     logger.info("generation %d done: %s", generation, summary)
     key = _artifact_key(f"{run}-gen-{generation}")

@@ -40,16 +40,21 @@ class Simulator:
         rows = json.loads(Path(recording).read_text()) if recording else []
         self.table = {(r["template"], json.dumps(r["params"], sort_keys=True)): r for r in rows}
 
+    def recorded(self, source: str) -> dict | None:
+        point = provenance(source)
+        return self.table.get((point[0], json.dumps(point[1], sort_keys=True))) if point else None
+
     def compile(self, source: str, target: str, arch: str) -> CompileResult:
         digest = source_hash(source)
+        failed = (self.recorded(source) or {}).get("status") == Status.COMPILE_ERROR
         return CompileResult(
-            ok=True,
+            ok=not failed,
             target=target,
             arch=arch,
             toolchain="simulator",
             command=[],
-            log="simulated compile",
-            library=f"simulated://{digest[:16]}",
+            log="simulated: recorded as compile_error" if failed else "simulated compile",
+            library=None if failed else f"simulated://{digest[:16]}",
             source_hash=digest,
         )
 
@@ -61,8 +66,7 @@ class Simulator:
             compile=compiled,
             fingerprint={"gpu": SIMULATED_GPU, "recording": str(self.recording)},
         )
-        point = provenance(source)
-        row = self.table.get((point[0], json.dumps(point[1], sort_keys=True))) if point else None
+        point, row = provenance(source), self.recorded(source)
         if row and row["status"] == "environment_error":  # stands for a GPU that went away mid-run
             raise EnvironmentProblem(f"simulated: the GPU went away while running {point[0]} {point[1]}")
         if row and row["status"] != Status.OK:
@@ -84,3 +88,45 @@ class Simulator:
 
 def _shape_timing(shape: dict, median_us: float) -> ShapeTiming:
     return ShapeTiming(shape=dict(shape), kernel=Timing(median_us=median_us, iqr_us=0.0, min_us=median_us, reps=1))
+
+
+def recording_from_lineage(frame) -> list[dict]:
+    """The rows of a real lineage as a simulator recording (one entry per rendered template point)."""
+    entries = {}
+    for _, row in frame.iterrows():
+        if not isinstance(row["template"], str) or not isinstance(row["params_json"], str):
+            continue  # a hand-written or LLM-written kernel has no template point to replay
+        entries[(row["template"], row["params_json"])] = {
+            "template": row["template"],
+            "params": json.loads(row["params_json"]),
+            "status": row["status"],
+            "shape_times": json.loads(row["shape_times_json"]),
+            "reference_geomean_us": _number(row["reference_geomean_us"]),
+            "vendor_geomean_us": _number(row["vendor_geomean_us"]),
+            "gpu": row["gpu"] if isinstance(row["gpu"], str) else None,
+        }
+    return list(entries.values())
+
+
+def _number(value) -> float | None:
+    return None if value is None or value != value else float(value)  # NaN is missing
+
+
+def main(argv: list[str] | None = None) -> None:
+    """python -m ksci.simulate --store DIR --run RUN -o recording.json"""
+    import argparse
+
+    from ksci.lineage import LineageStore
+
+    parser = argparse.ArgumentParser(description="Write a simulator recording from a lineage recorded on a GPU.")
+    parser.add_argument("--store", required=True)
+    parser.add_argument("--run", required=True)
+    parser.add_argument("-o", "--output", required=True, type=Path)
+    args = parser.parse_args(argv)
+    recording = recording_from_lineage(LineageStore(args.store).read(args.run))
+    args.output.write_text(json.dumps(recording, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {len(recording)} recorded points to {args.output}")
+
+
+if __name__ == "__main__":
+    main()

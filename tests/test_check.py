@@ -43,3 +43,5 @@ def test_same_bytes_is_bitwise_and_nan_safe():
     assert not same_bytes(a, torch.tensor([1.0, 2.0]))
     fp8 = torch.randn(4, 8).to(torch.float8_e4m3fn)
     assert same_bytes(fp8.T, fp8.T.clone())
+    column = torch.randn(1, 64).T  # shape (64, 1), stride (1, 64): "contiguous", yet view() rejects it
+    assert same_bytes(column, column.clone())
