@@ -23,6 +23,8 @@ $(BIN)/ksci: requirements.lock requirements-dev.lock pyproject.toml
 setup: $(BIN)/ksci
 	@command -v hipcc >/dev/null || { echo "installing Debian's hipcc (HIP compile checks)"; \
 	  apt-get update -qq && apt-get install -y -qq hipcc >/dev/null; }
+	@command -v chromium >/dev/null || { echo "installing Debian's chromium (report screenshot test)"; \
+	  apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 
 lint: setup
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

@@ -38,6 +38,11 @@ def generation_markdown(run: str, generation: int, rows: list[dict], store_root:
             "the vendor library",
             f"- source: `{store_root}/{best['source_path']}`",
         ]
+    lines += [
+        "",
+        f"The whole run as one HTML page (plots, lineage, diffs): `ksci report --run {run} --store {store_root}`; "
+        f"in a terminal: `ksci status --run {run} --store {store_root}`.",
+    ]
     return "\n".join(lines)
 
 

@@ -90,6 +90,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(handler=cmd_evolve)
 
+    p = sub.add_parser("report", help="write a run's evolution report: one self-contained HTML file")
+    _run_and_store(p)
+    p.add_argument("-o", "--output", type=Path, help="HTML file to write (default: RUN-report.html here)")
+    p.set_defaults(handler=cmd_report)
+
+    p = sub.add_parser("status", help="a run's progress: generations, statuses, best so far, the best kernel")
+    _run_and_store(p)
+    p.set_defaults(handler=cmd_status)
+
     p = sub.add_parser("port", help="convert a CUDA kernel to HIP (hipify-clang, else hipify-perl)")
     p.add_argument("file", type=Path)
     p.add_argument("-o", "--output", type=Path, help="where to write the HIP source (default: FILE.hip)")
@@ -100,6 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
 def _problem_and_target(p: argparse.ArgumentParser) -> None:
     p.add_argument("--problem", required=True)
     p.add_argument("--target", choices=TARGETS, default="cuda")
+
+
+def _run_and_store(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run", required=True, help="the run's name (a folder of the store)")
+    p.add_argument("--store", type=Path, help="lineage store root (default: data/runs)")
 
 
 def cmd_problems(args) -> int:
@@ -196,6 +210,35 @@ def cmd_evolve(args) -> int:
     )
     print(format_evolution(summaries, store))
     return EXIT_OK
+
+
+def cmd_report(args) -> int:
+    from ksci.report import build_report  # matplotlib loads for this command only
+
+    store, frame = _read_run(args)
+    output = args.output or Path(f"{args.run}-report.html")
+    output.write_text(build_report(frame, store.read_source))
+    print(f"wrote {output}")
+    return EXIT_OK
+
+
+def cmd_status(args) -> int:
+    from ksci.report import format_status
+
+    _store, frame = _read_run(args)
+    print(format_status(frame, args.run))
+    return EXIT_OK
+
+
+def _read_run(args):
+    from ksci import PROJECT_ROOT
+    from ksci.lineage import LineageStore
+
+    store = LineageStore(args.store or PROJECT_ROOT / "data" / "runs")
+    if args.run not in store.runs():
+        known = ", ".join(store.runs()) or "none"
+        raise UsageError(f"no run {args.run!r} in {store.root} (runs there: {known})")
+    return store, store.read(args.run)
 
 
 def cmd_port(args) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 import pandas as pd
-from prefect import task
+from prefect import get_run_logger, task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 from prefect.concurrency.sync import concurrency
 from prefect.tasks import exponential_backoff
@@ -36,6 +36,7 @@ from ksci.simulate import Simulator
 from tasks.gpu import gpu_limit_name
 
 CACHED = INPUTS + TASK_SOURCE
+LOGGED_OUTPUT_CHARS = 4000
 
 
 def retry_on_environment(task, task_run, state) -> bool:
@@ -132,10 +133,20 @@ def _run(problem, source, compiled, target, gpu, simulate, phases) -> Verdict:
         return run_phases(spec, compiled, EvaluationOptions(target=target, phases=phases))
 
 
+def log_failure(candidate_id: str, verdict: Verdict) -> None:
+    """Put a failed candidate's compiler or harness output in the flow run's logs (the Prefect UI shows them)."""
+    output = verdict.harness_log or (verdict.compile.log if verdict.compile else "")
+    get_run_logger().warning(
+        "candidate %s: %s: %s\n%s", candidate_id, verdict.status, verdict.message, output[-LOGGED_OUTPUT_CHARS:]
+    )
+
+
 @task(name="record")
 def record_candidate(store_root: str, meta: dict, source: str, source_path: str, verdict: Verdict) -> dict:
     """Append the candidate's row as soon as it is done; idempotent, so a rerun never duplicates it."""
     row = candidate_from_verdict(verdict, source_path=source_path, candidate_id=candidate_id_of(source), **meta)
+    if verdict.status != Status.OK:
+        log_failure(row.candidate_id, verdict)
     LineageStore(store_root).append([row])
     return asdict(row)
 

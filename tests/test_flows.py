@@ -41,7 +41,7 @@ def _run(tmp_path, run: str, recording=None, generations: int = 2):
     )
 
 
-def test_generations_are_recorded_with_their_lineage(tmp_path):
+def test_generations_are_recorded_with_their_lineage(tmp_path, caplog):
     summaries = _run(tmp_path, "lineage", RECORDING)
     rows = LineageStore(tmp_path / "store").read("lineage")
     seeds = rows[rows["generation"] == 0]
@@ -64,6 +64,10 @@ def test_generations_are_recorded_with_their_lineage(tmp_path):
     for source_path in rows["source_path"]:
         assert "fp8_gemm" in LineageStore(tmp_path / "store").read_source(source_path)
     assert [s["generation"] for s in summaries] == [0, 1]
+    failures = rows[rows["status"] != "ok"]["candidate_id"]
+    assert len(failures) > 0  # the recording holds a compile error that the tuner walks into
+    for failed in failures:  # failures land in the flow run's logs
+        assert f"candidate {failed}: compile_error" in caplog.text
 
 
 def test_rerun_is_all_cache_hits_and_adds_no_rows(tmp_path):
