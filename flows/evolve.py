@@ -140,7 +140,17 @@ def evolve(
             )
         )
         update_progress_artifact(progress, 100.0 * (generation + 1) / generations)
+        print(_progress_line(summaries, generations))
     return summaries
+
+
+def _progress_line(summaries: list[dict], generations: int, width: int = 30) -> str:
+    """A text progress bar with the best geomean so far, printed after each generation."""
+    done = len(summaries)
+    bar = "#" * round(width * done / generations) + "-" * (width - round(width * done / generations))
+    times = [r["geomean_us"] for s in summaries for r in s["rows"] if r["status"] == "ok" and r.get("geomean_us")]
+    best = f"best so far {min(times):.2f} us" if times else "nothing has passed yet"
+    return f"[{bar}] generation {done}/{generations}: {best}"
 
 
 def _artifact_key(text: str) -> str:

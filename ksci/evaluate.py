@@ -57,7 +57,9 @@ def evaluate_source(problem: Problem, source: str, options: EvaluationOptions) -
         return verdict
     if options.compile_only:
         return verdict
-    return run_phases(problem, compiled, options)
+    result = run_phases(problem, compiled, options)
+    result.message = result.message or note  # e.g. "converted from CUDA with hipify-perl"
+    return result
 
 
 def run_phases(problem: Problem, compiled: CompileResult, options: EvaluationOptions) -> Verdict:

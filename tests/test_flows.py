@@ -99,3 +99,11 @@ def test_a_generation_that_fails_midway_reruns_from_the_cache(tmp_path):
     assert len(rows) == 3 and default in set(rows["params_json"]) and rows["candidate_id"].is_unique
     assert summary["compile_cache_hits"] == 3 and summary["compiled"] == 0  # every compile had finished
     assert summary["benchmark_cache_hits"] == 2 and summary["benchmarked"] == 1  # only the failed one runs again
+
+
+def test_the_terminal_progress_line_shows_the_best_so_far():
+    from flows.evolve import _progress_line
+
+    rows = [{"status": "ok", "geomean_us": 250.0}, {"status": "wrong", "geomean_us": None}]
+    line = _progress_line([{"rows": rows}, {"rows": [{"status": "ok", "geomean_us": 234.5}]}], 5)
+    assert line == "[############------------------] generation 2/5: best so far 234.50 us"
