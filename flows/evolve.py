@@ -49,7 +49,7 @@ def evolve_generation(
     seed: int = 0,
     store_root: str = DEFAULT_STORE,
     arch: str | None = None,
-    gpu: str = "0",
+    gpus: list[str] | None = None,
     simulate: str | None = None,
 ) -> dict:
     logger = get_run_logger()
@@ -61,8 +61,10 @@ def evolve_generation(
     proposer = "seed" if population.empty else "tuning"
     logger.info("generation %d: %d proposals from %s", generation, len(proposals), proposer)
 
+    gpus = gpus or ["0"]
     pending = []
-    for proposal in proposals:
+    for index, proposal in enumerate(proposals):
+        gpu = gpus[index % len(gpus)]  # round-robin; each GPU runs one candidate at a time (its concurrency limit)
         rendered = render.submit(problem, dialect, proposal.template, proposal.params)
         prepared = hipify.submit(problem, rendered, target)
         compiled = compile_kernel.submit(prepared, target, arch, simulate)
@@ -125,18 +127,20 @@ def evolve(
     seed: int = 0,
     store_root: str = DEFAULT_STORE,
     arch: str | None = None,
-    gpu: str = "0",
+    gpus: list[str] | None = None,
     simulate: str | None = None,
 ) -> list[dict]:
     """Run (or continue) an evolution. Generations already done replay from the cache."""
     run = run or f"{problem}-{target}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
-    ensure_gpu_limit(gpu)
+    gpus = gpus or ["0"]
+    for gpu in gpus:
+        ensure_gpu_limit(gpu)
     progress = create_progress_artifact(0.0, key=_artifact_key(f"{run}-progress"), description=f"evolution {run}")
     summaries = []
     for generation in range(generations):
         summaries.append(
             evolve_generation(
-                problem, target, run, generation, children, strategy, seed, store_root, arch, gpu, simulate
+                problem, target, run, generation, children, strategy, seed, store_root, arch, gpus, simulate
             )
         )
         update_progress_artifact(progress, 100.0 * (generation + 1) / generations)

@@ -11,7 +11,14 @@ import json
 import sys
 from pathlib import Path
 
-from ksci.evaluate import EnvironmentProblem, EvaluationOptions, evaluate_source, gpu_visible, measure_baselines
+from ksci.evaluate import (
+    EnvironmentProblem,
+    EvaluationOptions,
+    evaluate_source,
+    gpu_visible,
+    measure_baselines,
+    visible_gpus,
+)
 from ksci.hipify import find_hipify, hipify_source
 from ksci.problem import DIALECT_OF_TARGET, TARGETS, ProblemError, has_entry_point, list_problems, load_problem
 from ksci.render import render_kernel
@@ -79,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strategy", default="elitist", help="parent selection: elitist, tournament or diverse")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--arch")
-    p.add_argument("--gpu", default="0", help="GPU id for the per-GPU concurrency limit")
+    p.add_argument("--gpus", help="comma-separated GPU indices to spread candidates over (default: every visible GPU)")
     p.add_argument("--store", help="lineage store root (default: data/runs)")
     p.add_argument(
         "--simulate",
@@ -205,7 +212,7 @@ def cmd_evolve(args) -> int:
         seed=args.seed,
         store_root=store,
         arch=args.arch,
-        gpu=args.gpu,
+        gpus=_gpus(args),
         simulate=args.simulate,
     )
     print(format_evolution(summaries, store))
@@ -239,6 +246,15 @@ def _read_run(args):
         known = ", ".join(store.runs()) or "none"
         raise UsageError(f"no run {args.run!r} in {store.root} (runs there: {known})")
     return store, store.read(args.run)
+
+
+def _gpus(args) -> list[str]:
+    if args.gpus:
+        gpus = [g.strip() for g in args.gpus.split(",") if g.strip()]
+        if not all(g.isdigit() for g in gpus):
+            raise UsageError(f"--gpus {args.gpus!r}: expected GPU indices such as 0,1")
+        return gpus
+    return ["0"] if args.simulate is not None else visible_gpus(args.target)
 
 
 def cmd_port(args) -> int:

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from ksci.results import CheckResult, CompileResult, ShapeTiming, Status, Timing
 from ksci.roofline import peaks_for, speed_of_light_us
 from ksci.toolchain import default_arch, find_toolchain
 
-DEFAULT_CACHE_DIR = PROJECT_ROOT / "data" / "cache" / "compile"
+DEFAULT_CACHE_DIR = Path(os.environ.get("KSCI_COMPILE_CACHE", PROJECT_ROOT / "data" / "cache" / "compile"))
 
 
 class EnvironmentProblem(RuntimeError):
@@ -41,6 +42,7 @@ class EvaluationOptions:
     timeout_s: float = 900.0
     cache_dir: Path = DEFAULT_CACHE_DIR
     policy: dict = field(default_factory=dict)  # overrides of ksci.harness.timing.TimingPolicy
+    device: str | None = None  # run on this GPU only (index among the GPUs this process may use)
     tests: tuple[dict, ...] | None = None  # subsets of the problem's shapes, e.g. for quick checks
     benchmarks: tuple[dict, ...] | None = None
 
@@ -66,7 +68,15 @@ def run_phases(problem: Problem, compiled: CompileResult, options: EvaluationOpt
     """Verify and/or time a compiled kernel (options.phases) in an isolated child; the verdict says how it went."""
     verdict = Verdict(Status.COMPILED, problem.name, options.target, compile=compiled)
     verdict.fingerprint = host_fingerprint(compiled)
+    started = time.time()
     outcome = run_harness(problem, compiled.library, options)
+    # When and where the GPU was busy with this candidate: lets a run prove no two candidates shared a GPU.
+    verdict.fingerprint["gpu_window"] = {
+        "phases": list(options.phases),
+        "start": started,
+        "end": time.time(),
+        "device": options.device,
+    }
     return classify(problem, outcome, verdict)
 
 
@@ -131,12 +141,38 @@ def run_harness(problem: Problem, library: str | None, options: EvaluationOption
         "benchmarks": list(options.benchmarks or ()),
     }
     env = dict(os.environ, KSCI_KERNELS_DIR=str(kernels_dir()), PYTHONUNBUFFERED="1")
+    if options.device is not None:
+        env.update(pin_device(options.device, options.target))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
     with tempfile.TemporaryDirectory(prefix="ksci-child-") as scratch:
         path = Path(scratch) / "request.json"
         path.write_text(json.dumps(request))
         argv = [sys.executable, "-m", "ksci.harness.child", str(path)]
         return run_child(argv, options.timeout_s, env=env, cwd=Path(scratch))
+
+
+def pin_device(device: str, target: str) -> dict[str, str]:
+    """Environment that shows the child one GPU: `device` indexes the GPUs this process may already see."""
+    variable = "HIP_VISIBLE_DEVICES" if target == "rocm" else "CUDA_VISIBLE_DEVICES"
+    inherited = [d for d in os.environ.get(variable, "").split(",") if d]
+    index = int(device)
+    if inherited and index >= len(inherited):
+        raise EnvironmentProblem(f"GPU {device} is not among the {len(inherited)} in {variable}={','.join(inherited)}")
+    return {variable: inherited[index] if inherited else device}
+
+
+def visible_gpus(target: str) -> list[str]:
+    """Indices of the GPUs this process may use (0..N-1), or [] without any."""
+    if not gpu_visible(target):
+        return []
+    variable = "HIP_VISIBLE_DEVICES" if target == "rocm" else "CUDA_VISIBLE_DEVICES"
+    inherited = [d for d in os.environ.get(variable, "").split(",") if d]
+    if inherited:
+        return [str(i) for i in range(len(inherited))]
+    if target == "rocm":
+        return ["0"]  # rocm-smi is not required; pass --gpus to use more
+    listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
+    return [str(i) for i in range(sum(1 for line in listing.splitlines() if line.startswith("GPU ")))]
 
 
 def classify(problem: Problem, outcome: ChildOutcome, verdict: Verdict) -> Verdict:

@@ -119,6 +119,7 @@ def benchmark_kernel(
         return verified
     timed = _run(problem, source, compiled, target, gpu, simulate, ("benchmark",))
     timed.checks = verified.checks + timed.checks
+    timed.fingerprint["verify_gpu_window"] = verified.fingerprint.get("gpu_window")
     return timed
 
 
@@ -130,7 +131,7 @@ def _run(problem, source, compiled, target, gpu, simulate, phases) -> Verdict:
     with concurrency(gpu_limit_name(gpu), occupy=1, strict=True):
         if simulate is not None:
             return Simulator(_recording(simulate)).run(spec, source, compiled, phases)
-        return run_phases(spec, compiled, EvaluationOptions(target=target, phases=phases))
+        return run_phases(spec, compiled, EvaluationOptions(target=target, phases=phases, device=gpu))
 
 
 def log_failure(candidate_id: str, verdict: Verdict) -> None:

@@ -64,3 +64,15 @@ def test_a_harness_that_never_started_is_an_environment_problem():
 def test_geomean():
     assert geomean([1.0, 100.0]) == pytest.approx(10.0)
     assert geomean([]) is None and geomean([1.0, None]) is None
+
+
+def test_pinning_respects_the_gpus_the_process_may_use(monkeypatch):
+    from ksci.evaluate import pin_device
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert pin_device("1", "cuda") == {"CUDA_VISIBLE_DEVICES": "1"}
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
+    assert pin_device("1", "cuda") == {"CUDA_VISIBLE_DEVICES": "6"}
+    with pytest.raises(EnvironmentProblem, match="not among the 2"):
+        pin_device("2", "cuda")
+    assert pin_device("0", "rocm") == {"HIP_VISIBLE_DEVICES": "0"}
