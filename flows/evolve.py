@@ -63,13 +63,12 @@ def evolve_generation(
 
     gpus = gpus or ["0"]
     pending = []
-    for index, proposal in enumerate(proposals):
-        gpu = gpus[index % len(gpus)]  # round-robin; each GPU runs one candidate at a time (its concurrency limit)
+    for proposal in proposals:
         rendered = render.submit(problem, dialect, proposal.template, proposal.params)
         prepared = hipify.submit(problem, rendered, target)
         compiled = compile_kernel.submit(prepared, target, arch, simulate)
-        verified = verify_kernel.submit(problem, prepared, compiled, target, gpu, simulate)
-        benched = benchmark_kernel.submit(problem, prepared, compiled, verified, target, gpu, simulate)
+        verified = verify_kernel.submit(problem, prepared, compiled, target, gpus, simulate)
+        benched = benchmark_kernel.submit(problem, prepared, compiled, verified, target, gpus, simulate)
         source_path = store_source.submit(store_root, prepared, SUFFIX_OF_DIALECT[dialect])
         meta = {
             "run": run,

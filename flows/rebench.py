@@ -36,9 +36,9 @@ def rebench(
         source = store.read_source(champion["source_path"])
         compiled = compile_kernel(source, champion["target"], champion["arch"], simulate)
         problem, target = champion["problem"], champion["target"]
-        verified = verify_kernel.with_options(refresh_cache=True)(problem, source, compiled, target, gpu, simulate)
+        verified = verify_kernel.with_options(refresh_cache=True)(problem, source, compiled, target, [gpu], simulate)
         timed = benchmark_kernel.with_options(refresh_cache=True)(
-            problem, source, compiled, verified, target, gpu, simulate
+            problem, source, compiled, verified, target, [gpu], simulate
         )
         meta = {
             "run": target_run,

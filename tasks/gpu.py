@@ -1,10 +1,17 @@
-"""The per-GPU global concurrency limit: one benchmark at a time on each GPU."""
+"""Per-GPU global concurrency limits: each GPU runs one candidate at a time, and a candidate takes any free GPU."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
+from prefect.concurrency.sync import concurrency
 from prefect.exceptions import ObjectNotFound
+
+PROBE_TIMEOUT_S = 1.0  # how long one look at a busy GPU's slot waits before trying the next GPU
 
 
 def gpu_limit_name(gpu: str) -> str:
@@ -19,3 +26,24 @@ def ensure_gpu_limit(gpu: str) -> None:
             client.read_global_concurrency_limit_by_name(name)
         except ObjectNotFound:
             client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=name, limit=1))
+
+
+@contextmanager
+def any_free_gpu(gpus: list[str]) -> Iterator[str]:
+    """Hold the slot of the first GPU that is free (waiting until one is) and say which GPU it is.
+
+    The limits are Prefect's, so this holds across flows, workers and hosts that share one Prefect server.
+    """
+    while True:
+        for gpu in gpus:
+            stack = ExitStack()
+            try:
+                stack.enter_context(
+                    concurrency(gpu_limit_name(gpu), occupy=1, timeout_seconds=PROBE_TIMEOUT_S, strict=True)
+                )
+            except TimeoutError:
+                continue
+            with stack:
+                yield gpu
+            return
+        time.sleep(0.2)

@@ -15,7 +15,6 @@ from dataclasses import asdict
 import pandas as pd
 from prefect import get_run_logger, task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
-from prefect.concurrency.sync import concurrency
 from prefect.tasks import exponential_backoff
 
 from ksci.evaluate import (
@@ -33,7 +32,7 @@ from ksci.render import render_kernel
 from ksci.results import CompileResult, Status, Verdict
 from ksci.select import Selection, select_parents
 from ksci.simulate import Simulator
-from tasks.gpu import gpu_limit_name
+from tasks.gpu import any_free_gpu
 
 CACHED = INPUTS + TASK_SOURCE
 LOGGED_OUTPUT_CHARS = 4000
@@ -100,9 +99,9 @@ GPU_TASK = dict(
 
 @task(name="verify", **GPU_TASK)
 def verify_kernel(
-    problem: str, source: str, compiled: CompileResult, target: str, gpu: str, simulate: str | None
+    problem: str, source: str, compiled: CompileResult, target: str, gpus: list[str], simulate: str | None
 ) -> Verdict:
-    return _run(problem, source, compiled, target, gpu, simulate, ("verify",))
+    return _run(problem, source, compiled, target, gpus, simulate, ("verify",))
 
 
 @task(name="benchmark", **GPU_TASK)
@@ -112,25 +111,28 @@ def benchmark_kernel(
     compiled: CompileResult,
     verified: Verdict,
     target: str,
-    gpu: str,
+    gpus: list[str],
     simulate: str | None,
 ) -> Verdict:
     if verified.status != Status.OK:
         return verified
-    timed = _run(problem, source, compiled, target, gpu, simulate, ("benchmark",))
+    timed = _run(problem, source, compiled, target, gpus, simulate, ("benchmark",))
     timed.checks = verified.checks + timed.checks
     timed.fingerprint["verify_gpu_window"] = verified.fingerprint.get("gpu_window")
     return timed
 
 
-def _run(problem, source, compiled, target, gpu, simulate, phases) -> Verdict:
+def _run(problem, source, compiled, target, gpus, simulate, phases) -> Verdict:
+    """The GPU is not an input (so not part of the cache key): the candidate takes whichever is free."""
     spec = load_problem(problem)
     if not compiled.ok:
         return Verdict(Status.COMPILE_ERROR, problem, target, message=first_error(compiled.log), compile=compiled)
-    # One benchmark at a time per GPU, across every flow and worker sharing this Prefect server.
-    with concurrency(gpu_limit_name(gpu), occupy=1, strict=True):
+    # One candidate at a time per GPU, across every flow and worker sharing this Prefect server.
+    with any_free_gpu(gpus) as gpu:
         if simulate is not None:
-            return Simulator(_recording(simulate)).run(spec, source, compiled, phases)
+            verdict = Simulator(_recording(simulate)).run(spec, source, compiled, phases)
+            verdict.fingerprint["gpu_window"] = {"phases": list(phases), "device": gpu}
+            return verdict
         return run_phases(spec, compiled, EvaluationOptions(target=target, phases=phases, device=gpu))
 
 
