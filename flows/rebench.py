@@ -19,7 +19,7 @@ from tasks.stages import benchmark_kernel, compile_kernel, record_candidate, ver
 
 @flow(name="rebench")
 def rebench(
-    run: str, top: int = 3, store_root: str = DEFAULT_STORE, gpu: str = "0", simulate: str | None = None
+    run: str, top: int = 3, store_root: str = DEFAULT_STORE, gpus: list[str] | None = None, simulate: str | None = None
 ) -> list[dict]:
     logger = get_run_logger()
     store = LineageStore(store_root)
@@ -28,7 +28,9 @@ def rebench(
     if champions.empty:
         logger.warning("run %s has no passing candidate to re-time", run)
         return []
-    ensure_gpu_limit(gpu)
+    gpus = gpus or ["0"]
+    for gpu in gpus:
+        ensure_gpu_limit(gpu)
     target_run = f"{run}-rebench"
     generation = store.generations(target_run)
     rows = []
@@ -36,9 +38,9 @@ def rebench(
         source = store.read_source(champion["source_path"])
         compiled = compile_kernel(source, champion["target"], champion["arch"], simulate)
         problem, target = champion["problem"], champion["target"]
-        verified = verify_kernel.with_options(refresh_cache=True)(problem, source, compiled, target, [gpu], simulate)
+        verified = verify_kernel.with_options(refresh_cache=True)(problem, source, compiled, target, gpus, simulate)
         timed = benchmark_kernel.with_options(refresh_cache=True)(
-            problem, source, compiled, verified, target, [gpu], simulate
+            problem, source, compiled, verified, target, gpus, simulate
         )
         meta = {
             "run": target_run,

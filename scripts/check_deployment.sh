@@ -6,35 +6,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PORT="${1:-4247}"
-BIN="${KSCI_BIN:-.venv/bin}"
-WORK="$(mktemp -d)"
-export PREFECT_HOME="$WORK/prefect" PREFECT_API_URL="http://127.0.0.1:$PORT/api" KSCI_PROJECT_DIR="$PWD"
-export PREFECT_SERVER_ANALYTICS_ENABLED=false DO_NOT_TRACK=1 PREFECT_RESULTS_PERSIST_BY_DEFAULT=true
+source scripts/lib/prefect_loopback.sh
 STORE="$WORK/store"
-cleanup() {
-  [ -n "${WORKER:-}" ] && kill -INT "$WORKER" 2>/dev/null && sleep 2
-  [ -n "${WORKER:-}" ] && kill -KILL -- "-$WORKER" 2>/dev/null
-  [ -n "${SERVER:-}" ] && kill -TERM -- "-$SERVER" 2>/dev/null
-  sleep 1
-  [ -n "${KSCI_KEEP_WORK:-}" ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
 
-setsid "$BIN/prefect" server start --host 127.0.0.1 --port "$PORT" >"$WORK/server.log" 2>&1 &
-SERVER=$!
-for _ in $(seq 120); do
-  curl -fs "http://127.0.0.1:$PORT/api/health" >/dev/null 2>&1 && break
-  sleep 1
-done
-curl -fs "http://127.0.0.1:$PORT/api/health" >/dev/null || { cat "$WORK/server.log"; exit 1; }
-echo "server healthy on port $PORT"
-
-"$BIN/prefect" work-pool create ksci-gpu --type process --overwrite >/dev/null
-"$BIN/prefect" --no-prompt deploy --all >"$WORK/deploy.log" 2>&1 || { cat "$WORK/deploy.log"; exit 1; }
-echo "deployed: $("$BIN/prefect" deployment ls 2>/dev/null | grep -c 'evolve\|rebench') deployments listed"
-
-setsid "$BIN/prefect" worker start --pool ksci-gpu >"$WORK/worker.log" 2>&1 &
-WORKER=$!
+start_server
+deploy_all
+start_worker worker
 
 "$BIN/prefect" deployment run evolve/simulated -p "store_root=$STORE" -p run=deployed --watch \
   --watch-timeout 900 >"$WORK/run.log" 2>&1 || true

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import socket
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -9,13 +11,15 @@ from contextlib import ExitStack, contextmanager
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
 from prefect.concurrency.sync import concurrency
-from prefect.exceptions import ObjectNotFound
+from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
 
 PROBE_TIMEOUT_S = 1.0  # how long one look at a busy GPU's slot waits before trying the next GPU
 
 
 def gpu_limit_name(gpu: str) -> str:
-    return f"ksci-gpu-{gpu}"
+    """One limit per GPU of each host: `ksci-gpu-<host>-<index>` (the host as `hostname` says it)."""
+    host = re.sub(r"[^a-z0-9-]+", "-", socket.gethostname().lower()).strip("-") or "host"
+    return f"ksci-gpu-{host}-{gpu}"
 
 
 def ensure_gpu_limit(gpu: str) -> None:
@@ -25,14 +29,18 @@ def ensure_gpu_limit(gpu: str) -> None:
         try:
             client.read_global_concurrency_limit_by_name(name)
         except ObjectNotFound:
-            client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=name, limit=1))
+            try:
+                client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=name, limit=1))
+            except ObjectAlreadyExists:
+                pass  # another flow run starting at the same moment created it
 
 
 @contextmanager
 def any_free_gpu(gpus: list[str]) -> Iterator[str]:
     """Hold the slot of the first GPU that is free (waiting until one is) and say which GPU it is.
 
-    The limits are Prefect's, so this holds across flows, workers and hosts that share one Prefect server.
+    The limits are Prefect's, so this holds across the flows and workers of this host that share one Prefect
+    server; other hosts have limits of their own names.
     """
     while True:
         for gpu in gpus:

@@ -107,3 +107,18 @@ def test_the_terminal_progress_line_shows_the_best_so_far():
     rows = [{"status": "ok", "geomean_us": 250.0}, {"status": "wrong", "geomean_us": None}]
     line = _progress_line([{"rows": rows}, {"rows": [{"status": "ok", "geomean_us": 234.5}]}], 5)
     assert line == "[############------------------] generation 2/5: best so far 234.50 us"
+
+
+def test_rebench_retimes_the_champions_into_a_run_of_its_own(tmp_path):
+    from flows.rebench import rebench
+
+    _run(tmp_path, "champions", RECORDING, generations=1)
+    rows = rebench(run="champions", top=2, store_root=str(tmp_path / "store"), simulate=str(RECORDING))
+    assert len(rows) == 2 and all(r["status"] == "ok" for r in rows)
+    retimed = LineageStore(tmp_path / "store").read("champions-rebench")
+    assert len(retimed) == 2 and set(retimed["proposer"]) == {"rebench"}
+    original = LineageStore(tmp_path / "store").read("champions")
+    best_two = original[original["status"] == "ok"].nsmallest(2, "geomean_us")
+    assert set(retimed["parent_id"]) == set(best_two["candidate_id"])
+    # The simulator replays the same recording, so the re-timing equals the original here.
+    assert sorted(retimed["geomean_us"]) == pytest.approx(sorted(best_two["geomean_us"]))

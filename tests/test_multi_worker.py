@@ -1,0 +1,34 @@
+"""Three workers on one work pool, six evolutions at once, one lineage store: scripts/check_multi_worker.sh.
+
+One machine over loopback stands in for several GPU hosts (docs/deployment.md); the GPU is the simulator.
+"""
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKERS, RUNS = 3, 6
+ROWS_PER_RUN = 2 * 3  # the `simulated` deployment in prefect.yaml: 2 generations of 3 children
+
+
+@pytest.mark.slow
+def test_runs_spread_over_workers_and_share_one_store():
+    out = subprocess.run(
+        ["bash", "scripts/check_multi_worker.sh", "4271", str(WORKERS), str(RUNS)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert f"{WORKERS} workers polling the pool" in out.stdout
+    runs = dict(re.findall(r"^flow run (\S+): Completed on (\S+)$", out.stdout, re.M))
+    assert sorted(runs) == [f"multi-{i}" for i in range(1, RUNS + 1)], out.stdout
+    assert set(runs.values()) <= {f"worker-{i}" for i in range(1, WORKERS + 1)}
+    assert len(set(runs.values())) >= 2, f"all runs went to one worker: {runs}"
+    # Every row there (none lost), none twice: each part file's rows counted, not LineageStore.read()'s.
+    rows = RUNS * ROWS_PER_RUN
+    assert f"lineage: {rows} rows in " in out.stdout and f"{rows} distinct keys, {RUNS} runs" in out.stdout
