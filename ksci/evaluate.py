@@ -5,6 +5,7 @@ Candidate failures come back as a Verdict; problems of the environment (no compi
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -263,7 +264,9 @@ def host_fingerprint(compiled: CompileResult | None) -> dict:
     }
 
 
+@functools.cache
 def _driver_version() -> str | None:
+    """Asked once per process: every verdict carries it, and nvidia-smi costs tens of milliseconds a call."""
     if shutil.which("nvidia-smi") is None:
         return None
     try:
