@@ -108,3 +108,10 @@ def test_port_without_hipify_is_an_environment_error(tmp_path):
         ["/bin/sh", "-c", f"{sys.executable} -m ksci.cli port {src}"], capture_output=True, text=True, cwd=ROOT, env=env
     )
     assert out.returncode == 3 and "neither hipify-clang nor hipify-perl" in out.stderr
+
+
+@pytest.mark.skipif(gpu_visible("cuda"), reason="checks the message given where there is no GPU")
+def test_without_a_gpu_evolve_says_so_and_does_not_start():
+    out = ksci("evolve", "--problem", "fp8_gemm", "--generations", "1")
+    assert out.returncode == 3 and "no cuda GPU is visible" in out.stderr and "--simulate" in out.stderr
+    assert out.stdout == ""
