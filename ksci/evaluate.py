@@ -103,13 +103,18 @@ def compile_candidate(source: str, options: EvaluationOptions) -> CompileResult:
 def gpu_visible(target: str) -> bool:
     if target == "rocm":
         return os.path.exists("/dev/kfd")
+    return _nvidia_gpu_count() > 0
+
+
+def _nvidia_gpu_count() -> int:
+    """GPUs that `nvidia-smi -L` lists (0 without the tool or a driver)."""
     if shutil.which("nvidia-smi") is None:
-        return False
+        return 0
     try:
         listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
-        return False
-    return "GPU " in listing
+        return 0
+    return sum(1 for line in listing.splitlines() if line.startswith("GPU "))
 
 
 def measure_baselines(problem: Problem, options: EvaluationOptions) -> Verdict:
@@ -152,10 +157,15 @@ def run_harness(problem: Problem, library: str | None, options: EvaluationOption
         return run_child(argv, options.timeout_s, env=env, cwd=Path(scratch))
 
 
+def _inherited_devices(target: str) -> tuple[str, list[str]]:
+    """The visible-devices variable of the target and the GPUs it already restricts this process to."""
+    variable = "HIP_VISIBLE_DEVICES" if target == "rocm" else "CUDA_VISIBLE_DEVICES"
+    return variable, [d for d in os.environ.get(variable, "").split(",") if d]
+
+
 def pin_device(device: str, target: str) -> dict[str, str]:
     """Environment that shows the child one GPU: `device` indexes the GPUs this process may already see."""
-    variable = "HIP_VISIBLE_DEVICES" if target == "rocm" else "CUDA_VISIBLE_DEVICES"
-    inherited = [d for d in os.environ.get(variable, "").split(",") if d]
+    variable, inherited = _inherited_devices(target)
     index = int(device)
     if inherited and index >= len(inherited):
         raise EnvironmentProblem(f"GPU {device} is not among the {len(inherited)} in {variable}={','.join(inherited)}")
@@ -166,14 +176,12 @@ def visible_gpus(target: str) -> list[str]:
     """Indices of the GPUs this process may use (0..N-1), or [] without any."""
     if not gpu_visible(target):
         return []
-    variable = "HIP_VISIBLE_DEVICES" if target == "rocm" else "CUDA_VISIBLE_DEVICES"
-    inherited = [d for d in os.environ.get(variable, "").split(",") if d]
+    _, inherited = _inherited_devices(target)
     if inherited:
         return [str(i) for i in range(len(inherited))]
     if target == "rocm":
         return ["0"]  # rocm-smi is not required; pass --gpus to use more
-    listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
-    return [str(i) for i in range(sum(1 for line in listing.splitlines() if line.startswith("GPU ")))]
+    return [str(i) for i in range(_nvidia_gpu_count())]
 
 
 def classify(problem: Problem, outcome: ChildOutcome, verdict: Verdict) -> Verdict:

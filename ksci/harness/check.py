@@ -20,8 +20,9 @@ def compare(out: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float)
     total = got.numel()
     finite_err = torch.where(torch.isfinite(err), err, torch.zeros_like(err))
     max_err = float(finite_err.max()) if total else 0.0
-    report = "" if mismatches == 0 else _report(got, ref, err, bad, mismatches, int(nonfinite.sum()))
-    return _summary(mismatches == 0, mismatches, total, max_err, int(nonfinite.sum()), report)
+    nonfinite_count = int(nonfinite.sum())
+    report = "" if mismatches == 0 else _report(got, ref, err, bad, mismatches, nonfinite_count)
+    return _summary(mismatches == 0, mismatches, total, max_err, nonfinite_count, report)
 
 
 def _summary(ok: bool, mismatches: int, total: int, max_err: float, nonfinite: int, report: str) -> dict:

@@ -176,7 +176,7 @@ class Session:
         return all(self.benchmark_shape(shape, flush) for shape in shapes)
 
     def benchmark_shape(self, shape: dict, flush: L2Flusher) -> bool:
-        cases = [self.case(shape, shape["seed"] + r * TRIAL_SEED_STEP) for r in range(ROTATIONS)]
+        cases = self.rotated_cases(shape)
         if not self.check(cases[0], phase="benchmark"):
             return False
         kernel = time_calls(
@@ -198,13 +198,17 @@ class Session:
     def baselines_all(self) -> None:
         flush = L2Flusher(self.device)
         for shape in self.request.get("benchmarks") or self.problem.benchmarks:
-            cases = [self.case(shape, shape["seed"] + r * TRIAL_SEED_STEP) for r in range(ROTATIONS)]
+            cases = self.rotated_cases(shape)
             timing = self.time_baselines(cases, flush)
             self.reporter.send("baseline", shape=_plain(shape), key=shape_key(shape), **self.work(shape), **timing)
 
     def work(self, shape: dict) -> dict:
         """What the speed of light is computed from."""
         return {"flops": float(self.ref.flops(shape)), "bytes": float(self.ref.bytes_moved(shape))}
+
+    def rotated_cases(self, shape: dict) -> list[Case]:
+        """The input sets a benchmark shape is timed on, in rotation."""
+        return [self.case(shape, shape["seed"] + r * TRIAL_SEED_STEP) for r in range(ROTATIONS)]
 
     def case(self, shape: dict, seed: int) -> Case:
         return Case(self.problem, self.ref, shape, seed, self.target, self.device)
