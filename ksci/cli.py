@@ -87,7 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--arch")
     p.add_argument("--gpus", help="comma-separated GPU indices to spread candidates over (default: every visible GPU)")
-    p.add_argument("--store", help="lineage store root (default: data/runs)")
+    p.add_argument(
+        "--store", help="lineage store: a folder or an fsspec URL such as s3://bucket/runs (default: data/runs)"
+    )
     p.add_argument(
         "--simulate",
         metavar="RECORDING",
@@ -120,7 +122,7 @@ def _problem_and_target(p: argparse.ArgumentParser) -> None:
 
 def _run_and_store(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", required=True, help="the run's name (a folder of the store)")
-    p.add_argument("--store", type=Path, help="lineage store root (default: data/runs)")
+    p.add_argument("--store", help="lineage store: a folder or an fsspec URL (default: data/runs)")
 
 
 def cmd_problems(args) -> int:

@@ -5,15 +5,14 @@ Layout under the store's root (see docs/lineage-schema.md for the columns):
     <root>/<run>/candidates/part-<generation>-<uuid>.parquet   append-only, one file per append and generation
     <root>/sources/<id[:2]>/<id><suffix>                        write-once kernel sources
 
-Every write goes to a hidden temp name in the destination folder and is published with os.replace, so a crash
-leaves no partial file that a reader would see, and concurrent writers never touch the same file. All file-system
-calls sit in the small `_fs_*` helpers at the bottom, so that moving to an fsspec URL is a local change.
+The root is a local folder or an fsspec URL (ksci.storage): every write goes to a hidden temp name and is then
+published under its real name, so a crash leaves no partial file that a reader would see, and concurrent writers
+(on one host or several sharing the store) never touch the same file.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import uuid
 from dataclasses import asdict, dataclass, field, fields
@@ -27,6 +26,7 @@ import pyarrow.parquet as pq
 from ksci.compile import source_hash
 from ksci.problem import shape_key
 from ksci.results import Status, Verdict
+from ksci.storage import Storage
 
 SCHEMA_VERSION = 1
 KEY = ("run", "candidate_id", "generation")  # a row is written at most once per key
@@ -215,20 +215,23 @@ def empty_frame() -> pd.DataFrame:
 
 
 class LineageStore:
+    """The store at a local folder or an fsspec URL (see ksci.storage); several hosts may write to one."""
+
     def __init__(self, root: str | Path) -> None:
-        self.root = Path(root)
+        self.storage = Storage(root)
+        self.root = self.storage.url
 
     def put_source(self, source: str, suffix: str) -> str:
         """Store a kernel source under its id; returns the path relative to the root. Write-once."""
         cid = candidate_id_of(source)
         relative = f"sources/{cid[:2]}/{cid}{suffix}"
-        path = self.root / relative
-        if not _fs_exists(path):
-            _fs_write_atomic(path, lambda f: f.write(source.encode()))
+        path = self.storage.path(relative)
+        if not self.storage.exists(path):
+            self.storage.write_atomic(path, lambda f: f.write(source.encode()))
         return relative
 
     def read_source(self, relative: str) -> str:
-        return (self.root / relative).read_text()
+        return self.storage.read_bytes(self.storage.path(relative)).decode()
 
     def append(self, rows: list[Candidate]) -> int:
         """Write the rows not yet stored (by run, candidate_id, generation); returns how many were written."""
@@ -246,13 +249,13 @@ class LineageStore:
         for (run, generation), group in sorted(groups.items()):
             table = pa.Table.from_pylist([asdict(r) for r in group], schema=SCHEMA)
             name = f"part-{generation:06d}-{uuid.uuid4().hex}.parquet"
-            _fs_write_atomic(self._run_dir(run) / name, lambda f, t=table: pq.write_table(t, f))
+            self.storage.write_atomic(f"{self._run_dir(run)}/{name}", lambda f, t=table: pq.write_table(t, f))
         return len(fresh)
 
     def read(self, run: str | None = None) -> pd.DataFrame:
         """Every stored row (of one run, or of all), oldest first; an empty frame with the schema's columns if none."""
         runs = [run] if run is not None else self.runs()
-        tables = [_conform(pq.read_table(p), p) for r in runs for p in _fs_list_parts(self._run_dir(r))]
+        tables = [_conform(self._read_part(p), p) for r in runs for p in self._parts(r)]
         if not tables:
             return empty_frame()
         frame = _to_pandas(pa.concat_tables(tables))
@@ -261,7 +264,8 @@ class LineageStore:
         return frame.drop_duplicates(subset=list(KEY), keep="first").reset_index(drop=True)
 
     def runs(self) -> list[str]:
-        return _fs_list_runs(self.root)
+        names = self.storage.folders(self.storage.root)
+        return [n for n in names if n not in _RESERVED_RUNS and self.storage.exists(self.storage.path(n, "candidates"))]
 
     def best(self, run: str) -> pd.Series | None:
         """The row with the lowest geomean among candidates whose status is ok (ties: smallest candidate_id)."""
@@ -276,14 +280,21 @@ class LineageStore:
         frame = self.read(run)
         return 0 if frame.empty else int(frame["generation"].max()) + 1
 
-    def _run_dir(self, run: str) -> Path:
+    def _run_dir(self, run: str) -> str:
         _check_run(run)
-        return self.root / run / "candidates"
+        return self.storage.path(run, "candidates")
+
+    def _parts(self, run: str) -> list[str]:
+        return self.storage.files(self._run_dir(run), "part-*.parquet")
+
+    def _read_part(self, path: str, columns: list[str] | None = None) -> pa.Table:
+        with self.storage.open(path) as f:
+            return pq.read_table(f, columns=columns)
 
     def _keys(self, run: str) -> set[tuple[str, str, int]]:
         keys = set()
-        for path in _fs_list_parts(self._run_dir(run)):
-            columns = pq.read_table(path, columns=list(KEY)).to_pydict()
+        for path in self._parts(run):
+            columns = self._read_part(path, list(KEY)).to_pydict()
             keys.update(zip(*(columns[k] for k in KEY), strict=True))
         return keys
 
@@ -325,49 +336,3 @@ _PANDAS_TYPES = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
 def _to_pandas(table: pa.Table) -> pd.DataFrame:
     # Nullable Int64 and boolean keep integer and flag columns intact when some values are null.
     return table.to_pandas(types_mapper=_PANDAS_TYPES.get)
-
-
-# File-system helpers: the only functions that touch storage (swap for fsspec here).
-
-
-def _fs_exists(path: Path) -> bool:
-    return path.exists()
-
-
-def _fs_list_parts(folder: Path) -> list[Path]:
-    # Temp files are hidden (".part-...tmp") and so never match.
-    return sorted(folder.glob("part-*.parquet"))
-
-
-def _fs_list_runs(root: Path) -> list[str]:
-    if not root.is_dir():
-        return []
-    return sorted(p.name for p in root.iterdir() if p.name not in _RESERVED_RUNS and (p / "candidates").is_dir())
-
-
-def _fs_write_atomic(path: Path, write) -> None:
-    """Write through `write(binary_file)` to a temp name beside `path`, fsync, then publish with os.replace."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
-    try:
-        with open(temp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temp, path)
-    finally:
-        temp.unlink(missing_ok=True)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems cannot sync a directory; the rename is still atomic
-    finally:
-        os.close(fd)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import multiprocessing
 import re
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -165,12 +167,12 @@ def _crash_during_append(root: str) -> None:
     """Append in a child that dies (os._exit) after writing the temp file and before publishing it."""
     import os
 
-    import ksci.lineage
+    import ksci.storage
 
     def die(*args) -> None:
         os._exit(3)
 
-    ksci.lineage.os.replace = die
+    ksci.storage.os.replace = die
     LineageStore(root).append([make_candidate(n=7)])
 
 
@@ -194,7 +196,7 @@ def test_failed_publish_leaves_nothing(tmp_path: Path, monkeypatch: pytest.Monke
     def refuse(*args) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr("ksci.lineage.os.replace", refuse)
+    monkeypatch.setattr("ksci.storage.os.replace", refuse)
     with pytest.raises(OSError, match="disk full"):
         store.append([make_candidate(n=1)])
     monkeypatch.undo()
@@ -210,9 +212,11 @@ def _append_many(root: str, worker: int) -> None:
 
 
 @pytest.mark.slow  # four spawned interpreters import pandas and pyarrow
-def test_concurrent_appends_lose_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("as_url", [False, True], ids=["path", "file-url"])
+def test_concurrent_appends_lose_nothing(tmp_path: Path, as_url: bool) -> None:
+    root = tmp_path.as_uri() if as_url else str(tmp_path)
     context = multiprocessing.get_context("spawn")
-    workers = [context.Process(target=_append_many, args=(str(tmp_path), w)) for w in range(4)]
+    workers = [context.Process(target=_append_many, args=(root, w)) for w in range(4)]
     for w in workers:
         w.start()
     for w in workers:
@@ -338,3 +342,26 @@ def test_schema_doc_lists_every_column_in_order() -> None:
         field = SCHEMA.field(name)
         assert DOC_TYPES[type_text] == field.type, name
         assert (nullable == "yes") == field.nullable, name
+
+
+def test_store_on_an_fsspec_url_that_is_not_local() -> None:
+    """memory:// stands in for an object store: writes publish by the file system's move, not os.replace."""
+    root = f"memory://ksci-test-{uuid.uuid4().hex}/runs"
+    store = LineageStore(root)
+    assert not store.storage.local and store.runs() == [] and store.read().empty
+    path = store.put_source("__global__ void k() {}", ".cu")
+    assert store.read_source(path) == "__global__ void k() {}"
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        written = list(
+            pool.map(lambda w: store.append([make_candidate("shared", 0, 100 * w + i) for i in range(5)]), range(4))
+        )
+    assert written == [5, 5, 5, 5]
+    assert store.append([make_candidate("shared", 0, 0)]) == 0  # idempotent across the URL too
+    frame = LineageStore(root).read("shared")
+    assert len(frame) == 20 and frame["candidate_id"].is_unique and store.runs() == ["shared"]
+    assert not [p for p in store.storage.fs.find(store.storage.root) if p.endswith(".tmp")]
+
+
+def test_an_empty_store_location_is_refused() -> None:
+    with pytest.raises(ValueError, match="empty"):
+        LineageStore("")
