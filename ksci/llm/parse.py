@@ -82,23 +82,30 @@ def parse_edits(text: str) -> list[tuple[str, str]]:
 
 
 def apply_edits(source: str, edits: list[tuple[str, str]]) -> tuple[str | None, str | None]:
-    """Apply each edit to the source in turn; every SEARCH text must occur exactly once."""
+    """Apply each edit to the source in turn. Every SEARCH block must match whole lines exactly once: as written,
+    else with any indentation and trailing spaces (models often re-indent what they quote)."""
     for number, (search, replacement) in enumerate(edits, 1):
         if not search.strip():
             return None, f"edit {number}: empty SEARCH block"
-        count = source.count(search)
-        if count == 1:
-            source = source.replace(search, replacement, 1)
-            continue
-        if count > 1:
-            return None, f"edit {number}: SEARCH block matches {count} places; include more lines to make it unique"
-        loose = _loose_pattern(search)
-        found = list(loose.finditer(source))
-        if len(found) != 1:
+        found = []
+        for pattern in (_exact_pattern(search), _loose_pattern(search)):
+            found = list(pattern.finditer(source))
+            if found:
+                break
+        if len(found) > 1:
+            return (
+                None,
+                f"edit {number}: SEARCH block matches {len(found)} places; include more lines to make it unique",
+            )
+        if not found:
             first = search.strip().splitlines()[0][:80]
             return None, f"edit {number}: SEARCH block not found in the Base source (first line: {first!r})"
-        source = source[: found[0].start()] + replacement + source[found[0].end() :]
+        source = source[: found[0].start()] + replacement.strip("\n") + source[found[0].end() :]
     return source, None
+
+
+def _exact_pattern(search: str) -> re.Pattern:
+    return re.compile(r"^" + re.escape(search.strip("\n")) + r"$", re.M)
 
 
 def _loose_pattern(search: str) -> re.Pattern:

@@ -18,7 +18,7 @@ from ksci.problem import load_problem
 from ksci.render import render_kernel
 
 DEMO_MODEL = "scripted-demo"
-WRITER_TIMEOUT_S = 10.0  # the client timeout the demo config sets; the scripted sleep outlasts it
+DEMO_TIMEOUT_S = 10.0  # the client timeout the demo config sets; the scripted sleep outlasts it
 PLAN = "# The plan to implement: "
 FAILED_ONCE = "# Your attempt 1 failed"
 
@@ -69,7 +69,7 @@ GEN2 = [
 ]
 
 
-def demo_script() -> dict:
+def demo_script(timeout_s: float = DEMO_TIMEOUT_S) -> dict:
     seed_mma = render_kernel(load_problem("fp8_gemm").template("cuda", "mma"), {})
     seed_naive = render_kernel(load_problem("fp8_gemm").template("cuda", "naive"), {})
     tuned = _solution("mma_tuned.cu")
@@ -110,7 +110,7 @@ def demo_script() -> dict:
         {"match": PLAN + g1_square, "content": _code(_mma(BM=128, BN=128, WARPS_M=4, WARPS_N=4, STAGES=2))},
         {"match": PLAN + g1_rows, "status": 429, "content": "scripted rate limit"},
         {"match": PLAN + g1_rows, "content": _code(tuned)},
-        {"match": PLAN + g1_halve, "sleep": WRITER_TIMEOUT_S + 2, "content": "too late"},
+        {"match": PLAN + g1_halve, "sleep": timeout_s + 2, "content": "too late"},
         {"match": PLAN + g1_halve, "content": "Two edits of the Base:\n\n" + halve_m},
         {"match": PLAN + g2_square, "content": _code(broken)},
         {"match": [PLAN + g2_square, FAILED_ONCE], "content": _code(_mma(BM=128, BN=128, WARPS_M=2, WARPS_N=4))},
@@ -131,13 +131,13 @@ def demo_script() -> dict:
     return {"selector": selector, "designer": designer, "writer": writer, "findings": findings}
 
 
-def demo_config_toml(base_url: str, retry_delay_s: float = 1.0) -> str:
+def demo_config_toml(base_url: str, timeout_s: float = DEMO_TIMEOUT_S, retry_delay_s: float = 1.0) -> str:
     """An LLM config for the demo: the scripted server, demo prices (not any provider's), a budget it stays under."""
     return f"""[llm]
 base_url = "{base_url}"
 api_key_env = "KSCI_LLM_API_KEY"
 model = "{DEMO_MODEL}"
-timeout_s = {WRITER_TIMEOUT_S}
+timeout_s = {timeout_s}
 retries = 3
 retry_delay_s = {retry_delay_s}
 repairs = 1
