@@ -265,6 +265,10 @@ def _proposer(args):
         for stage in ("selector", "designer", "writer", "findings"):
             llm.stage(stage)  # every stage has a model
     except LlmConfigError as exc:
+        if args.proposer == "auto" and not args.llm_config:
+            # An OPENAI_API_KEY set for something else must not turn a plain `ksci evolve` into an error.
+            print(f"ksci: not using the LLM ({exc}); using the tuning proposer", file=sys.stderr)
+            return "tuning", None
         raise UsageError(str(exc)) from None
     return "llm", llm
 

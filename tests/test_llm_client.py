@@ -114,3 +114,43 @@ def test_a_refused_call_is_recorded_and_raised_without_retry(endpoint, tmp_path)
     with pytest.raises(LlmCallFailed, match="http_404"):
         ask_stage(request, settings, Ledger(str(tmp_path), "run1", 0))
     assert list(LlmLedger(tmp_path).calls("run1")["outcome"]) == ["http_404"]
+
+
+def test_the_selector_is_a_selection_strategy_that_falls_back_to_a_rule(endpoint, tmp_path):
+    import random
+
+    import pandas as pd
+
+    from ksci.lineage import Candidate, empty_frame
+    from ksci.llm.selector import llm_strategy
+    from ksci.problem import load_problem
+
+    rows = [
+        Candidate(
+            run="r",
+            problem="fp8_gemm",
+            generation=0,
+            candidate_id=cid,
+            proposer="seed",
+            template=t,
+            source_path="s",
+            target="cuda",
+            status="ok",
+            geomean_us=g,
+        )
+        for cid, t, g in (("aaaaaaaaaaaaaaaa", "mma", 100.0), ("bbbbbbbbbbbbbbbb", "naive", 900.0))
+    ]
+    population = pd.concat([empty_frame(), pd.DataFrame([r.__dict__ for r in rows])], ignore_index=True)
+    picked = {"json": {"base_id": "bbbbbbbbbbbbbbbb", "reference_id": "aaaaaaaaaaaaaaaa", "reason": "contrast"}}
+    _server, settings = endpoint([picked, {"content": "the fast one, obviously"}])
+    ledger = Ledger(str(tmp_path), "r", 1)
+    strategy = llm_strategy(lambda request: ask_stage(request, settings, ledger), load_problem("fp8_gemm"), "cuda")
+    (chosen,) = strategy(population, 1, random.Random(0))
+    assert (chosen.base_id, chosen.reference_id, chosen.reason) == (
+        "bbbbbbbbbbbbbbbb",
+        "aaaaaaaaaaaaaaaa",
+        "LLM selector: contrast",
+    )
+    (fallback,) = strategy(population, 1, random.Random(0))
+    assert fallback.base_id == "aaaaaaaaaaaaaaaa"  # elitist: the fastest
+    assert fallback.reason.startswith("LLM selector unusable (no JSON object in the answer); elitist: rank 1 of 2")
