@@ -129,3 +129,25 @@ def test_bad_config_files_get_a_clear_error(tmp_path, text, message):
 def test_a_stage_without_a_model_is_a_clear_error():
     with pytest.raises(LlmConfigError, match="no model configured"):
         load_config(env={"KSCI_LLM_BASE_URL": "http://x/v1"}).stage("designer")
+
+
+def test_the_llm_calls_doc_lists_every_column_in_order():
+    import re
+
+    from ksci import PROJECT_ROOT
+    from ksci.llm.ledger import CALLS_SCHEMA
+
+    doc = (PROJECT_ROOT / "docs" / "llm.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` \| ([^|]+?) \| (yes|no) \|", doc, flags=re.M)
+    assert [name for name, _, _ in rows] == CALLS_SCHEMA.names
+    assert all((nullable == "yes") == CALLS_SCHEMA.field(name).nullable for name, _, nullable in rows)
+
+
+def test_findings_are_stored_once_per_generation(tmp_path):
+    from ksci.llm.findings import as_lines
+    from ksci.llm.ledger import Finding, LlmLedger
+
+    ledger = LlmLedger(tmp_path)
+    assert ledger.add_findings("run1", 1, [Finding("worked", "64-row tiles help", "b1: -20%")]) == 1
+    assert ledger.add_findings("run1", 1, [Finding("failed", "again", "")]) == 0  # a rerun of generation 1
+    assert as_lines(ledger.findings("run1")) == ["[generation 1, worked] 64-row tiles help (b1: -20%)"]
