@@ -2,6 +2,8 @@
 
 A generation: read the population, select parents, hypothesize children, render, hipify, compile (in parallel on
 the CPU cores), verify and benchmark (one at a time per GPU), and record each candidate as soon as it is done.
+With the LLM proposer, the selector, experiment designer and kernel writer replace select, hypothesize and render
+(flows/llm_generation.py), and a findings call closes the generation.
 Every stage's result is cached by its inputs, and proposals are a deterministic function of the generations
 before, so a rerun of a failed or killed generation reuses what had finished and records no row twice.
 """
@@ -17,7 +19,10 @@ from prefect.futures import wait
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.artifacts import generation_markdown, generation_table
+from flows.llm_generation import distil_findings, llm_candidates
 from ksci import PROJECT_ROOT
+from ksci.llm.config import LlmConfig
+from ksci.llm.ledger import LlmLedger
 from ksci.problem import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT
 from tasks.gpu import ensure_gpu_limit
 from tasks.stages import (
@@ -51,37 +56,52 @@ def evolve_generation(
     arch: str | None = None,
     gpus: list[str] | None = None,
     simulate: str | None = None,
+    proposer: str = "tuning",
+    llm: LlmConfig | None = None,
 ) -> dict:
     logger = get_run_logger()
     dialect = DIALECT_OF_TARGET[target]
     turn_seed = seed * 100_003 + generation
     population = read_population(store_root, run, generation)
-    selections = select(strategy, population, children, turn_seed)
-    proposals = hypothesize(problem, dialect, population, selections, children, turn_seed)
-    proposer = "seed" if population.empty else "tuning"
-    logger.info("generation %d: %d proposals from %s", generation, len(proposals), proposer)
-
     gpus = gpus or ["0"]
-    pending = []
-    for proposal in proposals:
-        rendered = render.submit(problem, dialect, proposal.template, proposal.params)
-        prepared = hipify.submit(problem, rendered, target)
+
+    def evaluate(source, meta: dict) -> tuple:
+        """Submit one source's chain: hipify, compile, verify, benchmark, store, record."""
+        prepared = hipify.submit(problem, source, target)
         compiled = compile_kernel.submit(prepared, target, arch, simulate)
         verified = verify_kernel.submit(problem, prepared, compiled, target, gpus, simulate)
         benched = benchmark_kernel.submit(problem, prepared, compiled, verified, target, gpus, simulate)
         source_path = store_source.submit(store_root, prepared, SUFFIX_OF_DIALECT[dialect])
-        meta = {
-            "run": run,
-            "generation": generation,
-            "proposer": proposer,
-            "parent_id": proposal.parent_id,
-            "reference_id": proposal.reference_id,
-            "hypothesis": proposal.hypothesis,
-            "template": proposal.template,
-            "params": proposal.params,
-        }
         recorded = record_candidate.submit(store_root, meta, prepared, source_path, benched)
-        pending.append((compiled, verified, benched, recorded))
+        return compiled, verified, benched, recorded
+
+    note = ""
+    if proposer == "llm" and not population.empty:
+        if llm is None:
+            raise ValueError("the llm proposer needs an LLM configuration")
+        pending, note = llm_candidates(
+            problem, target, run, generation, population, llm, evaluate, strategy, turn_seed, store_root, children
+        )
+        logger.info("generation %d: %d candidates from the LLM%s", generation, len(pending), f" ({note})" * bool(note))
+    else:
+        selections = select(strategy, population, children, turn_seed)
+        proposals = hypothesize(problem, dialect, population, selections, children, turn_seed)
+        proposer = "seed" if population.empty else "tuning"
+        logger.info("generation %d: %d proposals from %s", generation, len(proposals), proposer)
+        pending = []
+        for proposal in proposals:
+            rendered = render.submit(problem, dialect, proposal.template, proposal.params)
+            meta = {
+                "run": run,
+                "generation": generation,
+                "proposer": proposer,
+                "parent_id": proposal.parent_id,
+                "reference_id": proposal.reference_id,
+                "hypothesis": proposal.hypothesis,
+                "template": proposal.template,
+                "params": proposal.params,
+            }
+            pending.append(evaluate(rendered, meta))
 
     # Let every candidate finish and be recorded before a failure of one of them fails the generation.
     wait([recorded for *_, recorded in pending])
@@ -98,7 +118,9 @@ def evolve_generation(
             _count(counts, "benchmark", benched.state.name)
     if failed:
         failed[0].result()  # raises the stage's own exception: the generation fails, to be rerun
-    summary = {"run": run, "generation": generation, "candidates": len(rows), **counts}
+    if proposer == "llm" and llm is not None and rows:
+        distil_findings(problem, target, run, generation, rows, population, llm, store_root)
+    summary = {"run": run, "generation": generation, "candidates": len(rows), **counts, "note": note}
     logger.info("generation %d done: %s", generation, summary)
     key = _artifact_key(f"{run}-gen-{generation}")
     generation_table(key, rows)
@@ -128,8 +150,13 @@ def evolve(
     arch: str | None = None,
     gpus: list[str] | None = None,
     simulate: str | None = None,
+    proposer: str = "tuning",
+    llm: LlmConfig | None = None,
 ) -> list[dict]:
-    """Run (or continue) an evolution. Generations already done replay from the cache."""
+    """Run (or continue) an evolution. Generations already done replay from the cache.
+
+    proposer: "tuning" (Optuna over the seed templates) or "llm" (the LLM scientist, configured by `llm`).
+    An LLM run stops cleanly before a generation once its token or money budget is spent."""
     run = run or f"{problem}-{target}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
     gpus = gpus or ["0"]
     for gpu in gpus:
@@ -137,14 +164,36 @@ def evolve(
     progress = create_progress_artifact(0.0, key=_artifact_key(f"{run}-progress"), description=f"evolution {run}")
     summaries = []
     for generation in range(generations):
+        stop = _budget_spent(store_root, run, llm) if proposer == "llm" else None
+        if stop:
+            print(f"evolution {run} stops before generation {generation}: {stop}")
+            break
         summaries.append(
             evolve_generation(
-                problem, target, run, generation, children, strategy, seed, store_root, arch, gpus, simulate
+                problem,
+                target,
+                run,
+                generation,
+                children,
+                strategy,
+                seed,
+                store_root,
+                arch,
+                gpus,
+                simulate,
+                proposer,
+                llm,
             )
         )
         update_progress_artifact(progress, 100.0 * (generation + 1) / generations)
         print(_progress_line(summaries, generations))
     return summaries
+
+
+def _budget_spent(store_root: str, run: str, llm: LlmConfig | None) -> str | None:
+    if llm is None:
+        return None
+    return llm.budget.exceeded(*LlmLedger(store_root).spent(run))
 
 
 def _progress_line(summaries: list[dict], generations: int, width: int = 30) -> str:

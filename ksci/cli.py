@@ -91,6 +91,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--store", help="lineage store: a folder or an fsspec URL such as s3://bucket/runs (default: data/runs)"
     )
     p.add_argument(
+        "--proposer",
+        choices=("auto", "tuning", "llm"),
+        default="auto",
+        help="who writes the children: the LLM scientist, Optuna tuning of the seed templates, or auto "
+        "(llm when an endpoint is configured, else tuning)",
+    )
+    p.add_argument("--llm-config", type=Path, help="LLM config file (TOML; default: $KSCI_LLM_CONFIG, ./ksci.toml)")
+    p.add_argument("--llm-base-url", help="OpenAI-compatible endpoint (default: $KSCI_LLM_BASE_URL)")
+    p.add_argument("--llm-model", help="model for every LLM stage (default: $KSCI_LLM_MODEL)")
+    p.add_argument("--budget-tokens", type=int, help="stop the run cleanly once its LLM calls used this many tokens")
+    p.add_argument("--budget-usd", type=float, help="stop the run cleanly once its LLM calls cost this much")
+    p.add_argument(
         "--simulate",
         metavar="RECORDING",
         nargs="?",
@@ -198,6 +210,7 @@ def cmd_evolve(args) -> int:
             f"no {args.target} GPU is visible on this machine, so no kernel can be verified or timed "
             "(--simulate replays recorded timings, for trying the loop out)"
         )
+    proposer, llm = _proposer(args)
     from ksci.embedded import configure_prefect
 
     configure_prefect()
@@ -216,9 +229,50 @@ def cmd_evolve(args) -> int:
         arch=args.arch,
         gpus=_gpus(args),
         simulate=args.simulate,
+        proposer=proposer,
+        llm=llm,
     )
     print(format_evolution(summaries, store))
+    if llm is not None and summaries:
+        from ksci.llm.ledger import LlmLedger
+
+        tokens, usd = LlmLedger(store).spent(summaries[0]["run"])
+        print(
+            f"LLM calls of this run so far: {tokens} tokens, ${usd:.4f} (see {store}/{summaries[0]['run']}/llm_calls)"
+        )
     return EXIT_OK
+
+
+def _proposer(args):
+    """("tuning", None) or ("llm", its configuration); auto picks llm when an endpoint is configured."""
+    from ksci.llm.config import LlmConfigError, load_config
+
+    if args.proposer == "tuning":
+        return "tuning", None
+    try:
+        llm = load_config(
+            args.llm_config,
+            base_url=args.llm_base_url,
+            model=args.llm_model,
+            budget_tokens=args.budget_tokens,
+            budget_usd=args.budget_usd,
+        )
+        if not llm.configured:
+            if args.proposer == "llm":
+                raise UsageError(
+                    "--proposer llm needs an endpoint: set KSCI_LLM_BASE_URL (or OPENAI_BASE_URL), or "
+                    "KSCI_LLM_API_KEY / OPENAI_API_KEY for OpenAI, or --llm-base-url, or base_url in ksci.toml"
+                )
+            return "tuning", None
+        for stage in ("selector", "designer", "writer", "findings"):
+            llm.stage(stage)  # every stage has a model
+    except LlmConfigError as exc:
+        if args.proposer == "auto" and not args.llm_config:
+            # An OPENAI_API_KEY set for something else must not turn a plain `ksci evolve` into an error.
+            print(f"ksci: not using the LLM ({exc}); using the tuning proposer", file=sys.stderr)
+            return "tuning", None
+        raise UsageError(str(exc)) from None
+    return "llm", llm
 
 
 def cmd_report(args) -> int:

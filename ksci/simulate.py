@@ -4,6 +4,8 @@ It replays timings recorded on a real GPU (a JSON list written by benchmarks/rec
 lineage) for the (template, parameters) point named in a rendered kernel's provenance line. Points that were not
 recorded get a deterministic made-up time, so that search code can be exercised; every verdict it returns says
 in its fingerprint and message that it was simulated. Nothing it returns is a measurement.
+A source may carry a simulator directive line, `// ksci-simulate: compile_error` (or wrong, runtime_error, ...),
+to be simulated as failing that way: tests of the LLM writer's repair path use it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ from ksci.problem import Problem, shape_key
 from ksci.results import CompileResult, ShapeTiming, Status, Timing, Verdict, geomean
 
 _PROVENANCE = re.compile(r"^// ksci: rendered from (\w+)/(\w+) with (.*)$", re.M)
+_DIRECTIVE = re.compile(r"^// ksci-simulate: (\w+)[ \t]*$", re.M)
 SIMULATED_GPU = "SIMULATOR"
+
+
+def directive(source: str) -> str | None:
+    """The status a `// ksci-simulate: STATUS` line asks for, or None."""
+    match = _DIRECTIVE.search(source)
+    return match.group(1) if match else None
 
 
 def provenance(source: str) -> tuple[str, dict] | None:
@@ -46,14 +55,19 @@ class Simulator:
 
     def compile(self, source: str, target: str, arch: str) -> CompileResult:
         digest = source_hash(source)
-        failed = (self.recorded(source) or {}).get("status") == Status.COMPILE_ERROR
+        recorded = (self.recorded(source) or {}).get("status") == Status.COMPILE_ERROR
+        asked = directive(source) == Status.COMPILE_ERROR
+        failed = recorded or asked
+        log = "simulated compile"
+        if failed:
+            log = "simulated: recorded as compile_error" if recorded else "simulated: error: // ksci-simulate directive"
         return CompileResult(
             ok=not failed,
             target=target,
             arch=arch,
             toolchain="simulator",
             command=[],
-            log="simulated: recorded as compile_error" if failed else "simulated compile",
+            log=log,
             library=None if failed else f"simulated://{digest[:16]}",
             source_hash=digest,
         )
@@ -71,6 +85,10 @@ class Simulator:
             raise EnvironmentProblem(f"simulated: the GPU went away while running {point[0]} {point[1]}")
         if row and row["status"] != Status.OK:
             verdict.status, verdict.message = Status(row["status"]), f"simulated: recorded as {row['status']}"
+            return verdict
+        asked = directive(source)
+        if asked in {s.value for s in Status} - {Status.OK, Status.COMPILED}:
+            verdict.status, verdict.message = Status(asked), f"simulated: {asked} (// ksci-simulate directive)"
             return verdict
         verdict.message = "simulated: replayed from the recording" if row else "simulated: made-up timing"
         if "benchmark" in phases:

@@ -1,0 +1,44 @@
+"""Prompt templates: Jinja files `<stage>.system.j2` and `<stage>.user.j2`, looked up in the user's override
+folder first (config `prompts_dir`, or KSCI_PROMPTS_DIR), then in templates/prompts/. StrictUndefined: a template
+that names a value the stage does not provide fails loudly instead of sending a prompt with a hole in it.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+
+from ksci import PROJECT_ROOT
+
+PROMPTS_DIR = PROJECT_ROOT / "templates" / "prompts"
+
+
+@lru_cache(maxsize=8)
+def _environment(override: str | None) -> jinja2.Environment:
+    folders = [override] if override else []
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader([*folders, str(PROMPTS_DIR)]),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
+
+
+def render_messages(stage: str, values: dict, prompts_dir: str | Path | None = None) -> list[dict]:
+    """The stage's chat messages (system, user) rendered from its templates with `values`."""
+    override = prompts_dir or os.environ.get("KSCI_PROMPTS_DIR")
+    env = _environment(str(override) if override else None)
+    return [
+        {"role": role, "content": env.get_template(f"{stage}.{role}.j2").render(**values).strip() + "\n"}
+        for role in ("system", "user")
+    ]
+
+
+def stage_marker(stage: str) -> str:
+    """The first line of every stage's system prompt (the scripted test server recognises stages by it)."""
+    return f"[ksci stage: {stage}]"

@@ -1,0 +1,123 @@
+"""Stage 3, the kernel writer: from Base and Reference code, the problem statement, the reference implementation,
+the entry-point contract, one plan and the feedback of failed attempts, the LLM writes the new kernel, as a whole
+source in a code block or as SEARCH/REPLACE edits of the Base. The answer is rendered into the problem's harness
+template (templates/writer/<dialect>.j2), which puts a provenance header on it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import jinja2
+
+from ksci import PROJECT_ROOT
+from ksci.llm.ask import StageRequest
+from ksci.llm.designer import Experiment, Plan
+from ksci.llm.knowledge import Knowledge
+from ksci.llm.parse import apply_edits, extract_code, parse_edits
+from ksci.llm.prompts import render_messages, stage_marker
+from ksci.problem import Problem, has_entry_point
+
+WRITER_TEMPLATES = PROJECT_ROOT / "templates" / "writer"
+FEEDBACK_CHARS = 3000  # tail of a compile log or mismatch report fed back
+_PROVENANCE_LINE = re.compile(r"^[ \t]*// ksci: .*\n?", re.M)
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """A failed attempt at this plan: the kernel it produced (if any) and what went wrong."""
+
+    attempt: int
+    status: str  # compile_error, wrong, unusable, ...
+    report: str  # compile log, mismatch report, or why the answer was unusable
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class WrittenKernel:
+    code: str
+    form: str  # "source" (a whole file) or "edits" (SEARCH/REPLACE applied to the Base)
+
+
+def entry_contract(problem: Problem, target: str) -> dict:
+    return {
+        "signature": problem.entry_signature,
+        "args": ", ".join(problem.entry_args),
+        "outputs": ", ".join(problem.outputs),
+        "dtypes": problem.dtypes.get(target, {}),
+    }
+
+
+def build_request(
+    problem: Problem,
+    target: str,
+    dialect: str,
+    base: dict,
+    reference: dict | None,
+    plan: Plan,
+    knowledge: Knowledge,
+    feedback: list[Feedback],
+    past_failures: list[Experiment],
+    slot: str,
+    prompts_dir=None,
+) -> StageRequest:
+    values = {
+        "marker": stage_marker("writer"),
+        "problem": problem,
+        "target": target,
+        "dialect": dialect,
+        "language": "HIP C++" if dialect == "hip" else "CUDA C++",
+        "base": base,
+        "reference": reference,
+        "plan": plan,
+        "knowledge": knowledge,
+        "reference_implementation": (problem.root / "reference.py").read_text(),
+        "contract": entry_contract(problem, target),
+        "feedback": [_trimmed(f) for f in feedback],
+        "past_failures": past_failures,
+    }
+    messages = render_messages("writer", values, prompts_dir)
+    context = {"base_source": base["source"], "entry_name": problem.entry_name}
+    return StageRequest("writer", slot, messages, None, context)
+
+
+def _trimmed(feedback: Feedback) -> Feedback:
+    return Feedback(feedback.attempt, feedback.status, feedback.report[-FEEDBACK_CHARS:], feedback.source)
+
+
+def parse_answer(text: str, context: dict) -> tuple[WrittenKernel | None, str | None]:
+    """A whole source (the longest code block) or edits of the Base; it must define the entry point."""
+    edits = parse_edits(text)
+    if edits:
+        code, problem = apply_edits(context["base_source"], edits)
+        form = "edits"
+    else:
+        code, problem = extract_code(text)
+        form = "source"
+    if problem:
+        return None, problem
+    code = _PROVENANCE_LINE.sub("", code)  # a copied header would claim the wrong origin
+    if not has_entry_point(code, context["entry_name"]):
+        return None, f'the code does not define the entry point extern "C" {context["entry_name"]}(...)'
+    return WrittenKernel(code.strip("\n") + "\n", form), None
+
+
+def render_written(
+    kernel: WrittenKernel, dialect: str, model: str, plan: Plan, parent_id: str, reference_id: str | None, attempt: int
+) -> str:
+    """The written code inside the dialect's harness template, with where it came from."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(WRITER_TEMPLATES),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    return env.get_template(f"{dialect}.j2").render(
+        code=kernel.code,
+        form=kernel.form,
+        model=model,
+        plan_title=" ".join(plan.title.split()),
+        parent_id=parent_id,
+        reference_id=reference_id or "none",
+        attempt=attempt,
+    )

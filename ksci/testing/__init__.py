@@ -1,0 +1,1 @@
+"""Stand-ins for tests and demos (named as such): a scripted OpenAI-compatible server."""

@@ -1,0 +1,156 @@
+"""The real openai SDK against the SCRIPTED OpenAI-compatible server (real HTTP, nothing mocked)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ksci.llm.ask import BudgetExhausted, Ledger, LlmCallFailed, StageRequest, ask_stage
+from ksci.llm.client import LlmFailure, LlmReply, TransientLlmError, chat
+from ksci.llm.config import Budget, Price, load_config
+from ksci.llm.ledger import LlmLedger
+from ksci.llm.prompts import stage_marker
+from ksci.llm.selector import SCHEMA
+from ksci.testing.scripted_llm_server import ScriptedLlmServer
+
+KEY = "sk-test-SECRET123"
+SELECTION = {"json": {"base_id": "0123456789abcdef", "reference_id": None, "reason": "fastest"}}
+MESSAGES = [{"role": "system", "content": stage_marker("selector")}, {"role": "user", "content": "pick"}]
+
+
+@pytest.fixture
+def endpoint(monkeypatch):
+    """Start a scripted server; returns (server, settings of the selector stage)."""
+    monkeypatch.setenv("KSCI_TEST_KEY", KEY)
+    servers = []
+
+    def start(answers, **options):
+        server = ScriptedLlmServer({"selector": answers, "options": options}).start()
+        servers.append(server)
+        config = load_config(env={}, base_url=server.base_url, model="m", api_key_env="KSCI_TEST_KEY", timeout_s=1.0)
+        return server, config.stage("selector")
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def test_a_structured_answer_comes_back_with_usage_and_cost(endpoint):
+    server, settings = endpoint([SELECTION])
+    reply = chat(settings, MESSAGES, SCHEMA, Price(prompt=2.0, completion=8.0))
+    assert isinstance(reply, LlmReply) and reply.structured and reply.finish_reason == "stop"
+    assert reply.prompt_tokens > 0 and reply.completion_tokens > 0
+    assert reply.cost_usd == pytest.approx((reply.prompt_tokens * 2 + reply.completion_tokens * 8) / 1e6)
+    assert server.requests == [{"stage": "selector", "answer": 0, "status": 200}]
+
+
+@pytest.mark.parametrize(
+    ("answer", "kind"),
+    [
+        ({"status": 429}, "rate_limit"),
+        ({"status": 500}, "http_500"),
+        ({"status": 503}, "http_503"),
+        ({"sleep": 2.5}, "timeout"),
+    ],
+)
+def test_transient_failures_raise_for_prefect_to_retry(endpoint, answer, kind):
+    _server, settings = endpoint([{**answer, "content": "late"}, SELECTION])
+    with pytest.raises(TransientLlmError) as raised:
+        chat(settings, MESSAGES, SCHEMA)
+    assert raised.value.kind == kind
+    assert isinstance(chat(settings, MESSAGES, SCHEMA), LlmReply)  # then success, as a retry would get
+
+
+def test_an_endpoint_without_structured_output_is_asked_again_in_plain_text(endpoint):
+    server, settings = endpoint([SELECTION], refuse_response_format=True)
+    reply = chat(settings, MESSAGES, SCHEMA)
+    assert isinstance(reply, LlmReply) and not reply.structured
+    assert [r["status"] for r in server.requests] == [400, 200]
+
+
+def test_a_client_error_is_a_value_not_a_retry(endpoint):
+    _server, settings = endpoint([{"status": 401, "content": "bad key"}])
+    failure = chat(settings, MESSAGES, SCHEMA)
+    assert isinstance(failure, LlmFailure) and failure.kind == "http_401"
+
+
+def test_ask_records_every_request_and_parses_malformed_truncated_and_good_answers(endpoint, tmp_path):
+    answers = [
+        {"content": "I think the first one is best."},  # prose, no JSON
+        {"content": '{"base_id": "0123', "finish_reason": "length"},  # truncated
+        {"status": 429},
+        SELECTION,
+    ]
+    server, settings = endpoint(answers)
+    ledger = Ledger(str(tmp_path), "run1", 3)
+    request = StageRequest("selector", "selector", MESSAGES, SCHEMA, {"ids": ["0123456789abcdef"]})
+    prose = ask_stage(request, settings, ledger, Price(1.0, 1.0))
+    assert prose.value is None and prose.problem == "no JSON object in the answer"
+    truncated = ask_stage(request, settings, ledger)
+    assert truncated.value is None and truncated.problem.startswith("truncated answer (finish_reason=length")
+    with pytest.raises(TransientLlmError):
+        ask_stage(request, settings, ledger)
+    good = ask_stage(request, settings, ledger)
+    assert good.value.base_id == "0123456789abcdef" and good.problem is None
+    calls = LlmLedger(tmp_path).calls("run1")
+    assert list(calls["outcome"]) == ["unusable", "truncated", "rate_limit", "ok"]
+    assert set(calls["generation"]) == {3} and calls["prompt_sha256"].nunique() == 1
+    assert calls["cost_usd"].iloc[0] > 0 and server.count() == 4
+    assert not any(KEY.encode() in p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+
+
+def test_a_spent_budget_stops_calls_before_they_are_sent(endpoint, tmp_path):
+    server, settings = endpoint([{**SELECTION, "repeat": True}])
+    ledger = Ledger(str(tmp_path), "run1", 0)
+    request = StageRequest("selector", "selector", MESSAGES, SCHEMA, {"ids": []})
+    ask_stage(request, settings, ledger, budget=Budget(tokens=10))
+    with pytest.raises(BudgetExhausted, match="token budget spent"):
+        ask_stage(request, settings, ledger, budget=Budget(tokens=10))
+    assert server.count() == 1 and len(LlmLedger(tmp_path).calls("run1")) == 1
+
+
+def test_a_refused_call_is_recorded_and_raised_without_retry(endpoint, tmp_path):
+    _server, settings = endpoint([{"status": 404, "content": "no such model"}])
+    request = StageRequest("selector", "selector", MESSAGES, SCHEMA, {"ids": []})
+    with pytest.raises(LlmCallFailed, match="http_404"):
+        ask_stage(request, settings, Ledger(str(tmp_path), "run1", 0))
+    assert list(LlmLedger(tmp_path).calls("run1")["outcome"]) == ["http_404"]
+
+
+def test_the_selector_is_a_selection_strategy_that_falls_back_to_a_rule(endpoint, tmp_path):
+    import random
+
+    import pandas as pd
+
+    from ksci.lineage import Candidate, empty_frame
+    from ksci.llm.selector import llm_strategy
+    from ksci.problem import load_problem
+
+    rows = [
+        Candidate(
+            run="r",
+            problem="fp8_gemm",
+            generation=0,
+            candidate_id=cid,
+            proposer="seed",
+            template=t,
+            source_path="s",
+            target="cuda",
+            status="ok",
+            geomean_us=g,
+        )
+        for cid, t, g in (("aaaaaaaaaaaaaaaa", "mma", 100.0), ("bbbbbbbbbbbbbbbb", "naive", 900.0))
+    ]
+    population = pd.concat([empty_frame(), pd.DataFrame([r.__dict__ for r in rows])], ignore_index=True)
+    picked = {"json": {"base_id": "bbbbbbbbbbbbbbbb", "reference_id": "aaaaaaaaaaaaaaaa", "reason": "contrast"}}
+    _server, settings = endpoint([picked, {"content": "the fast one, obviously"}])
+    ledger = Ledger(str(tmp_path), "r", 1)
+    strategy = llm_strategy(lambda request: ask_stage(request, settings, ledger), load_problem("fp8_gemm"), "cuda")
+    (chosen,) = strategy(population, 1, random.Random(0))
+    assert (chosen.base_id, chosen.reference_id, chosen.reason) == (
+        "bbbbbbbbbbbbbbbb",
+        "aaaaaaaaaaaaaaaa",
+        "LLM selector: contrast",
+    )
+    (fallback,) = strategy(population, 1, random.Random(0))
+    assert fallback.base_id == "aaaaaaaaaaaaaaaa"  # elitist: the fastest
+    assert fallback.reason.startswith("LLM selector unusable (no JSON object in the answer); elitist: rank 1 of 2")

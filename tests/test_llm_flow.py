@@ -1,0 +1,143 @@
+"""The LLM proposer end to end: evolve flows under prefect_test_harness, the simulator for the GPU, and the SCRIPTED
+OpenAI-compatible server (ksci/testing/fp8_gemm_script.py) for the model, driven through the real openai SDK."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ksci.embedded import configure_prefect
+
+configure_prefect()
+
+from prefect.testing.utilities import prefect_test_harness  # noqa: E402
+
+from flows.evolve import evolve  # noqa: E402
+from ksci.lineage import LineageStore  # noqa: E402
+from ksci.llm.config import load_config  # noqa: E402
+from ksci.llm.ledger import LlmLedger  # noqa: E402
+from ksci.testing.fp8_gemm_script import demo_config_toml, demo_script  # noqa: E402
+from ksci.testing.scripted_llm_server import ScriptedLlmServer  # noqa: E402
+
+pytestmark = pytest.mark.slow
+KEY = "sk-test-SECRET123"
+TIMEOUT_S = 2.0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def harness():
+    with prefect_test_harness(server_startup_timeout=180):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def fake_key(monkeypatch):
+    monkeypatch.setenv("KSCI_LLM_API_KEY", KEY)
+
+
+def _config(tmp_path: Path, base_url: str, **overrides):
+    path = tmp_path / "ksci.toml"
+    path.write_text(demo_config_toml(base_url, timeout_s=TIMEOUT_S, retry_delay_s=0.1))
+    return load_config(path, env={}, **overrides)
+
+
+def _evolve(tmp_path, run, config, generations=3):
+    return evolve(
+        problem="fp8_gemm",
+        target="cuda",
+        generations=generations,
+        run=run,
+        children=3,
+        store_root=str(tmp_path / "store"),
+        simulate="",
+        proposer="llm",
+        llm=config,
+    )
+
+
+def test_two_llm_generations_end_to_end_and_a_rerun_pays_nothing(tmp_path, caplog):
+    with ScriptedLlmServer(demo_script(timeout_s=TIMEOUT_S)) as server:
+        config = _config(tmp_path, server.base_url)
+        summaries = _evolve(tmp_path, "llm", config)
+        sent = server.count()
+        rows = LineageStore(tmp_path / "store").read("llm")
+        ledger = LlmLedger(tmp_path / "store")
+        calls = ledger.calls("llm")
+
+        assert [s["generation"] for s in summaries] == [0, 1, 2]
+        llm = rows[rows["proposer"] == "llm"]
+        for generation in (1, 2):
+            mine = llm[llm["generation"] == generation]
+            ok = mine[mine["status"] == "ok"]
+            assert len(ok) == 3 and ok["geomean_us"].notna().all()  # three experiments timed (simulated)
+            assert mine["hypothesis"].str.contains("expected uplift").all()
+            assert mine["llm_model"].eq("scripted-demo").all() and mine["completion_tokens"].gt(0).all()
+            assert mine["cost_usd"].gt(0).all() and mine["template"].isna().all()
+        # Generation 1 starts from the mma seed, as the scripted selector chose; generation 2 from its child.
+        seeds = rows[rows["generation"] == 0]
+        assert set(llm[llm["generation"] == 1]["parent_id"]) <= set(seeds["candidate_id"])
+        assert set(llm[llm["generation"] == 2]["parent_id"]) <= set(llm[llm["generation"] == 1]["candidate_id"])
+        # The broken kernel cost only itself: recorded as a compile error, then repaired with its log.
+        broken = llm[llm["status"] == "compile_error"]
+        assert len(broken) == 1 and llm["hypothesis"].str.startswith("(repair 1 after compile_error)").sum() == 1
+        assert llm["hypothesis"].str.startswith("(repair 1 after unusable answer)").sum() == 1
+        # Every request is in llm_calls, misbehaviour included; generation 2's findings answer was truncated.
+        outcomes = calls.groupby("stage")["outcome"].apply(sorted).to_dict()
+        assert outcomes["writer"].count("ok") == 7 and {"rate_limit", "timeout", "unusable"} <= set(outcomes["writer"])
+        assert outcomes["designer"] == ["ok", "ok", "unusable"] and outcomes["findings"] == ["ok", "truncated"]
+        assert len(calls) == sent == 17
+        assert list(ledger.findings("llm")["generation"]) == [1]
+
+        # The rerun answers every call from Prefect's cache: nothing sent, nothing recorded twice.
+        _evolve(tmp_path, "llm", config)
+        assert server.count() == sent
+        assert len(LlmLedger(tmp_path / "store").calls("llm")) == len(calls)
+        assert len(LineageStore(tmp_path / "store").read("llm")) == len(rows)
+
+    files = [p for p in (tmp_path / "store").rglob("*") if p.is_file()]
+    assert files and not any(KEY.encode() in p.read_bytes() for p in files)
+    assert KEY not in caplog.text
+    prefect_home = Path(os.environ["PREFECT_HOME"])
+    assert not any(
+        KEY.encode() in p.read_bytes() for p in prefect_home.rglob("*") if p.is_file() and p.stat().st_size < 50_000_000
+    )
+
+
+def test_a_spent_budget_ends_the_run_cleanly(tmp_path, caplog):
+    with ScriptedLlmServer(demo_script(timeout_s=TIMEOUT_S)) as server:
+        config = _config(tmp_path, server.base_url, budget_tokens=100)
+        summaries = _evolve(tmp_path, "budget", config)
+        assert server.count() == 1  # the selector's call; then the budget is spent
+    assert [s["generation"] for s in summaries] == [0, 1]
+    assert summaries[1]["candidates"] == 0 and "budget spent" in summaries[1]["note"]
+    assert "stops before generation 2: token budget spent" in caplog.text
+
+
+def test_a_designer_that_stays_down_fails_the_generation_for_a_rerun(tmp_path):
+    script = demo_script(timeout_s=TIMEOUT_S)
+    script["designer"] = [{"status": 503, "repeat": True}]
+    with ScriptedLlmServer(script) as server:
+        config = _config(tmp_path, server.base_url, retries=1)
+        with pytest.raises(RuntimeError, match="did not answer after the retries"):
+            _evolve(tmp_path, "down", config, generations=2)
+        assert server.count("designer") == 2  # the call and one retry
+    rows = LineageStore(tmp_path / "store").read("down")
+    assert set(rows["generation"]) == {0}  # the seeds stay; generation 1 can be rerun
+
+
+def test_evolve_with_the_llm_proposer_and_no_endpoint_is_a_usage_error(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KSCI_LLM", "OPENAI_"))}
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, "-m", "ksci.cli", "evolve", "--problem", "fp8_gemm", "--proposer", "llm", "--simulate"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": str(root)},
+        timeout=300,
+    )
+    assert done.returncode == 2 and "--proposer llm needs an endpoint" in done.stderr
