@@ -19,7 +19,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ksci.lineage import _check_run, _fs_list_parts, _fs_write_atomic, _to_pandas
+from ksci.lineage import _check_run, _to_pandas
+from ksci.storage import Storage
 
 CALLS_SCHEMA = pa.schema(
     [
@@ -85,7 +86,7 @@ class LlmLedger:
     """The llm_calls and findings tables of the runs under one store root."""
 
     def __init__(self, root: str | Path) -> None:
-        self.root = Path(root)
+        self.storage = Storage(root)
 
     def record(self, call: LlmCall) -> None:
         table = pa.Table.from_pylist([asdict(call)], schema=CALLS_SCHEMA)
@@ -118,15 +119,19 @@ class LlmLedger:
     def _write(self, run: str, table_name: str, generation: int, table: pa.Table) -> None:
         _check_run(run)
         name = f"part-{generation:06d}-{uuid.uuid4().hex}.parquet"
-        _fs_write_atomic(self.root / run / table_name / name, lambda f: pq.write_table(table, f))
+        self.storage.write_atomic(self.storage.path(run, table_name, name), lambda f: pq.write_table(table, f))
 
     def _read(self, run: str, table_name: str, schema: pa.Schema) -> pd.DataFrame:
         _check_run(run)
-        parts = _fs_list_parts(self.root / run / table_name)
+        parts = self.storage.files(self.storage.path(run, table_name), "part-*.parquet")
         if not parts:
             return _to_pandas(schema.empty_table())
-        frame = _to_pandas(pa.concat_tables([pq.read_table(p).cast(schema) for p in parts]))
+        frame = _to_pandas(pa.concat_tables([self._read_part(p).cast(schema) for p in parts]))
         return frame.sort_values(["generation", "created_at"], kind="stable").reset_index(drop=True)
+
+    def _read_part(self, path: str) -> pa.Table:
+        with self.storage.open(path) as f:
+            return pq.read_table(f)
 
 
 def summarize_calls(calls: pd.DataFrame) -> pd.DataFrame:
