@@ -109,19 +109,19 @@ def prepare_source(problem: Problem, source: str, target: str) -> tuple[str | No
 
 def compile_candidate(source: str, options: EvaluationOptions) -> CompileResult:
     """Screen the source (ksci.screen), then compile it; a rejected source is never handed to the compiler."""
-    toolchain = find_toolchain(options.target)
-    arch = options.arch or default_arch(options.target)
     screened = screen_source(source)
     if not screened.ok:
         return CompileResult(
             ok=False,
             target=options.target,
-            arch=arch,
-            toolchain=toolchain.version,
+            arch=options.arch or "",
+            toolchain="",
             command=[],
             log=screened.message,
             rejected=screened.message,
         )
+    toolchain = find_toolchain(options.target)
+    arch = options.arch or default_arch(options.target)
     return compile_source(source, toolchain, arch, Path(options.cache_dir))
 
 

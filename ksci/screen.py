@@ -51,8 +51,15 @@ RULES: tuple[tuple[str, str], ...] = (
         rf"\b(?:{_API}GetDriverEntryPoint\w*|cuGetProcAddress\w*|{_API}GetFuncBySymbol|cuModuleLoad\w*|cuLibraryLoad\w*|{_API}LibraryLoad\w*)\b",
         "looks up driver functions or loads code by name",
     ),
+    (
+        r"\b[A-Za-z_]\w*[\s*&]+(?:cuda|cu|hip|nccl|cublas|hipblas)[A-Z]\w*\s*\([^;{)]*\)\s*(?:noexcept\s*)?\{",
+        "defines a function named like a runtime API (interposition)",
+    ),
     (r"##", "token pasting (##) can assemble a name this screen would refuse"),
-    (r"^\s*#\s*define\s+(?:cuda|cu|hip|nccl|cublas|hipblas)[A-Z]\w*", "redefines a runtime API name with a macro"),
+    (
+        r"^[ \t]*#[ \t]*define\s+(?:cuda|cu|hip|nccl|cublas|hipblas)[A-Z]\w*",
+        "redefines a runtime API name with a macro",
+    ),
     (
         r"\b(?:constructor|destructor)\b\s*(?:\(\s*\d*\s*\))?\s*\)\s*\)|\[\[\s*gnu::(?:constructor|destructor)",
         "runs code when the library is loaded or unloaded",
@@ -102,11 +109,13 @@ INCLUDE_PREFIXES = ("sys/", "netinet/", "arpa/", "linux/", "asm/")
 LITERAL_RULES: tuple[tuple[str, str], ...] = (
     (r"\bsyscall\b|\bsysenter\b|\bint\s+\$?0x80\b|\bsvc\s+#?0\b", "inline assembly makes a raw system call"),
     (r"\.(?:init_array|fini_array|preinit_array|ctors|dtors)\b", "places code in a load-time section"),
+    (r'^"\s*(?:cuda|cu|hip|nccl|dl)[A-Z_]\w*\s*"$', "names a runtime function in a string (an asm label or a lookup by name)"),
 )  # fmt: skip
 
+_CALL_PREFIX = _CALL.split("{")[0]
 _COMPILED = tuple((re.compile(p, re.M), why) for p, why in RULES)
 _COMPILED_LITERALS = tuple((re.compile(p), why) for p, why in LITERAL_RULES)
-_INCLUDE = re.compile(r"^\s*#\s*include\s*[<\"]([^>\"]+)[>\"]", re.M)
+_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include\s*[<\"]([^>\"]+)[>\"]", re.M)
 # A comment, or a string or character literal (with an optional encoding prefix); raw strings are rare in kernels.
 _TOKEN = re.compile(r'//[^\n]*|/\*.*?\*/|(?:u8|[uUL])?"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
 
@@ -135,12 +144,17 @@ def screen_source(source: str) -> ScreenResult:
             )
         if header in INCLUDES or header.startswith(INCLUDE_PREFIXES):
             return _found(source, lines, match.start(), f"includes <{header}>, which no kernel needs")
-    if re.search(r"^\s*#\s*embed\b", source, re.M):
-        return _found(source, lines, re.search(r"^\s*#\s*embed\b", source, re.M).start(), "embeds a file (#embed)")
+    if re.search(r"^[ \t]*#[ \t]*embed\b", source, re.M):
+        return _found(
+            source, lines, re.search(r"^[ \t]*#[ \t]*embed\b", source, re.M).start(), "embeds a file (#embed)"
+        )
     hits = []
     for pattern, why in _COMPILED:
-        if (match := pattern.search(code)) is not None:
-            hits.append((match.start(), why))
+        calls_only = pattern.pattern.startswith(_CALL_PREFIX)
+        for match in pattern.finditer(code):
+            if not (calls_only and _declares(code, match.start())):
+                hits.append((match.start(), why))
+                break
     for position, literal in literals:
         for pattern, why in _COMPILED_LITERALS:
             if pattern.search(literal):
@@ -151,6 +165,12 @@ def screen_source(source: str) -> ScreenResult:
         return ScreenResult(ok=True)
     position, why = min(hits)
     return _found(source, lines, position, why)
+
+
+def _declares(code: str, position: int) -> bool:
+    """The name at `position` is being declared or defined (`void write(`), not called: a kernel's own helper."""
+    before = re.search(r"([A-Za-z_]\w*|[*&>])\s*$", code[max(0, position - 80) : position])
+    return before is not None and before.group(1) not in ("return", "else", "do", "case", "throw", "co_return")
 
 
 def _found(source: str, lines: list[str], position: int, why: str) -> ScreenResult:
