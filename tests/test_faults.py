@@ -76,8 +76,8 @@ def test_a_full_disk_leaves_the_store_readable_and_complete(tmp_path):
 @pytest.mark.slow
 @pytest.mark.xfail(
     raises=subprocess.TimeoutExpired,
-    strict=True,
-    reason="known: the killed run's GPU concurrency slot stays taken. The embedded Prefect server keeps slot leases "
+    strict=False,
+    reason="known, when the kill lands while a candidate holds a GPU slot: the slot stays taken. The embedded Prefect server keeps slot leases "
     "in memory (lease_storage.memory) and dies with the run, so the slot's active count in the database is never "
     "released and the rerun waits for a free GPU forever",
 )
