@@ -22,8 +22,10 @@ from ksci.compile import compile_source
 from ksci.hipify import hipify_source, looks_like_cuda
 from ksci.isolate import ChildOutcome, run_child
 from ksci.problem import Problem, has_entry_point, kernels_dir, shape_key
+from ksci.reports import CLOCK_TOLERANCE, timing_doubts, validate_message
 from ksci.results import CheckResult, CompileResult, ShapeTiming, Status, Timing, Verdict, geomean
 from ksci.roofline import peaks_for, speed_of_light_us
+from ksci.screen import screen_source
 from ksci.toolchain import default_arch, find_toolchain
 
 DEFAULT_CACHE_DIR = Path(os.environ.get("KSCI_COMPILE_CACHE", PROJECT_ROOT / "data" / "cache" / "compile"))
@@ -56,8 +58,7 @@ def evaluate_source(problem: Problem, source: str, options: EvaluationOptions) -
     verdict = Verdict(Status.COMPILED, problem.name, options.target, message=note, compile=compiled)
     verdict.fingerprint = host_fingerprint(compiled)
     if not compiled.ok:
-        verdict.status, verdict.message = Status.COMPILE_ERROR, first_error(compiled.log)
-        return verdict
+        return failed_compile_verdict(problem.name, options.target, compiled, verdict)
     if options.compile_only:
         return verdict
     result = run_phases(problem, compiled, options)
@@ -78,7 +79,19 @@ def run_phases(problem: Problem, compiled: CompileResult, options: EvaluationOpt
         "end": time.time(),
         "device": options.device,
     }
-    return classify(problem, outcome, verdict)
+    return classify(problem, outcome, verdict, expected_reports(problem, options))
+
+
+def expected_reports(problem: Problem, options: EvaluationOptions) -> dict:
+    """The least an honest run of these phases reports (see Session.run in ksci.harness.child).
+
+    Verify: one check per test input set. Benchmark: per shape, the warm-up set, the three timed sets and a fresh
+    set, one timing; then every test input set again on new seeds.
+    """
+    tests = len(options.tests or problem.tests) * problem.trials
+    shapes = len(options.benchmarks or problem.benchmarks) if "benchmark" in options.phases else 0
+    checks = (tests if "verify" in options.phases else 0) + ((5 * shapes + tests) if shapes else 0)
+    return {"checks": checks, "timings": shapes}
 
 
 def prepare_source(problem: Problem, source: str, target: str) -> tuple[str | None, str]:
@@ -95,9 +108,33 @@ def prepare_source(problem: Problem, source: str, target: str) -> tuple[str | No
 
 
 def compile_candidate(source: str, options: EvaluationOptions) -> CompileResult:
+    """Screen the source (ksci.screen), then compile it; a rejected source is never handed to the compiler."""
+    screened = screen_source(source)
+    if not screened.ok:
+        return CompileResult(
+            ok=False,
+            target=options.target,
+            arch=options.arch or "",
+            toolchain="",
+            command=[],
+            log=screened.message,
+            rejected=screened.message,
+        )
     toolchain = find_toolchain(options.target)
     arch = options.arch or default_arch(options.target)
     return compile_source(source, toolchain, arch, Path(options.cache_dir))
+
+
+def failed_compile_verdict(
+    problem: str, target: str, compiled: CompileResult, verdict: Verdict | None = None
+) -> Verdict:
+    """The verdict of a candidate that never got a library: rejected by the screen, or a compile error."""
+    verdict = verdict or Verdict(Status.COMPILE_ERROR, problem, target, compile=compiled)
+    if compiled.rejected:
+        verdict.status, verdict.message = Status.REJECTED, compiled.rejected
+    else:
+        verdict.status, verdict.message = Status.COMPILE_ERROR, first_error(compiled.log)
+    return verdict
 
 
 def gpu_visible(target: str) -> bool:
@@ -136,25 +173,57 @@ def measure_baselines(problem: Problem, options: EvaluationOptions) -> Verdict:
 def run_harness(problem: Problem, library: str | None, options: EvaluationOptions) -> ChildOutcome:
     if not gpu_visible(options.target):
         raise EnvironmentProblem(f"no {options.target} GPU is visible on this machine: nothing can be run or timed")
-    request = {
-        "problem": problem.name,
-        "library": library,
-        "target": options.target,
-        "phases": list(options.phases),
-        "time_baselines": options.time_baselines,
-        "policy": options.policy,
-        "tests": list(options.tests or ()),
-        "benchmarks": list(options.benchmarks or ()),
-    }
-    env = dict(os.environ, KSCI_KERNELS_DIR=str(kernels_dir()), PYTHONUNBUFFERED="1")
+    with tempfile.TemporaryDirectory(prefix="ksci-child-") as scratch_dir:
+        scratch = Path(scratch_dir)
+        if library is not None:  # the child loads its own copy: it is given no path into data/
+            library = str(shutil.copy(library, scratch / "kernel.so"))
+        request = {
+            "problem": problem.name,
+            "library": library,
+            "target": options.target,
+            "phases": list(options.phases),
+            "time_baselines": options.time_baselines,
+            "policy": options.policy,
+            "tests": list(options.tests or ()),
+            "benchmarks": list(options.benchmarks or ()),
+            "timeout_s": options.timeout_s,
+        }
+        path = scratch / "request.json"
+        path.write_text(json.dumps(request))
+        env = child_environment(scratch, options)
+        argv = [sys.executable, "-m", "ksci.harness.child", str(path)]
+        return run_child(argv, options.timeout_s, env=env, cwd=scratch)
+
+
+def child_environment(scratch: Path, options: EvaluationOptions) -> dict[str, str]:
+    """The harness child's whole environment, from an allowlist: no API keys, no Prefect settings, no proxies.
+
+    Kept: the search paths, the GPU runtime's device selection and settings, the locale; HOME and TMPDIR point
+    into the scratch folder, so caches the runtime writes (e.g. ~/.nv) land there and vanish with it.
+    """
+    env = {name: value for name, value in os.environ.items() if _allowed(name)}
+    env.update(
+        KSCI_KERNELS_DIR=str(kernels_dir()),
+        PYTHONUNBUFFERED="1",
+        PYTHONDONTWRITEBYTECODE="1",
+        HOME=str(scratch),
+        TMPDIR=str(scratch),
+    )
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))
     if options.device is not None:
         env.update(pin_device(options.device, options.target))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
-    with tempfile.TemporaryDirectory(prefix="ksci-child-") as scratch:
-        path = Path(scratch) / "request.json"
-        path.write_text(json.dumps(request))
-        argv = [sys.executable, "-m", "ksci.harness.child", str(path)]
-        return run_child(argv, options.timeout_s, env=env, cwd=Path(scratch))
+    return env
+
+
+CHILD_ENV_NAMES = {"PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM"}
+CHILD_ENV_PREFIXES = ("CUDA_", "HIP_", "ROCR_", "HSA_", "NVIDIA_", "ROCM_", "HCC_", "AMD_")
+_SECRET_HINTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
+
+
+def _allowed(name: str) -> bool:
+    if any(hint in name.upper() for hint in _SECRET_HINTS):
+        return False  # never, whatever its prefix (e.g. a CUDA_..._TOKEN someone invented)
+    return name in CHILD_ENV_NAMES or name.startswith(CHILD_ENV_PREFIXES)
 
 
 def _inherited_devices(target: str) -> tuple[str, list[str]]:
@@ -184,10 +253,16 @@ def visible_gpus(target: str) -> list[str]:
     return [str(i) for i in range(_nvidia_gpu_count())]
 
 
-def classify(problem: Problem, outcome: ChildOutcome, verdict: Verdict) -> Verdict:
-    """Turn what the child reported (or failed to report) into a verdict."""
+def classify(problem: Problem, outcome: ChildOutcome, verdict: Verdict, expect: dict | None = None) -> Verdict:
+    """Turn what the child reported (or failed to report) into a verdict.
+
+    `expect` ({"checks": n, "timings": n}): the least an ok run reports; a result that claims ok with less is not.
+    """
+    invalid = _drop_invalid(outcome)
     started = outcome.last("started")
     verdict.fingerprint.update(started["fingerprint"] if started else {})
+    if (sandbox := outcome.last("sandbox")) is not None:
+        verdict.fingerprint["sandbox"] = {k: v for k, v in sandbox.items() if k != "event"}
     verdict.checks = [_check(m) for m in outcome.events("check")]
     verdict.harness_log = outcome.output
     result = outcome.last("result")
@@ -198,7 +273,7 @@ def classify(problem: Problem, outcome: ChildOutcome, verdict: Verdict) -> Verdi
     if started is None:
         raise EnvironmentProblem(f"the harness did not start (exit {outcome.returncode}):\n{outcome.output[-2000:]}")
     if result is not None and result["status"] == "wrong":
-        return _fail(verdict, Status.WRONG, result["message"])
+        return _fail(verdict, Status.WRONG, result.get("message", ""))
     if result is None or result["status"] != "ok":
         err = outcome.last("runtime_error") or outcome.last("harness_error")
         why = err["message"] if err else _death(outcome.returncode)
@@ -206,7 +281,54 @@ def classify(problem: Problem, outcome: ChildOutcome, verdict: Verdict) -> Verdi
     verdict.status = Status.OK
     verdict.timings = [_timing(m, problem, verdict.fingerprint.get("gpu", "")) for m in outcome.events("timing")]
     _summarise_timings(verdict)
+    doubts = invalid + _report_doubts(outcome, verdict) + _missing(outcome, expect or {})
+    if doubts and verdict.status == Status.OK:
+        return _fail(verdict, Status.SUSPICIOUS, "; ".join(doubts))
     return verdict
+
+
+def _drop_invalid(outcome: ChildOutcome) -> list[str]:
+    """Remove the messages that fail their schema; why, when there were any (such a run is never ok)."""
+    valid, reasons = [], []
+    for message in outcome.messages:
+        problem = validate_message(message)
+        if problem is None:
+            valid.append(message)
+        else:
+            reasons.append(problem)
+    outcome.messages = valid
+    bad = outcome.bad_messages + len(reasons)
+    if not bad:
+        return []
+    shown = f": {reasons[0]}" if reasons else ""
+    return [f"the harness's report had {bad} malformed message(s){shown}"]
+
+
+def _missing(outcome: ChildOutcome, expect: dict) -> list[str]:
+    checks, timings = len(outcome.events("check")), len(outcome.events("timing"))
+    if checks < expect.get("checks", 0) or timings < expect.get("timings", 0):
+        return [
+            f"the result says ok after {checks} checks and {timings} timings, "
+            f"fewer than the run must make ({expect.get('checks', 0)} and {expect.get('timings', 0)})"
+        ]
+    return []
+
+
+def _report_doubts(outcome: ChildOutcome, verdict: Verdict) -> list[str]:
+    """A result reported ok must come with what an ok run reports, and with timings the clocks agree with."""
+    doubts = []
+    if any(not c.ok for c in verdict.checks):
+        doubts.append("a failed check was reported, yet the result says ok")
+    timings = outcome.events("timing")
+    for message in timings:
+        for doubt in timing_doubts(message, outcome.wall_s or None):
+            doubts.append(f"{message.get('key') or message['shape']}: {doubt}")
+    total_host_s = sum(m["integrity"]["host_us"] for m in timings) / 1e6
+    if outcome.wall_s and total_host_s > outcome.wall_s * CLOCK_TOLERANCE:
+        doubts.append(
+            f"the timed batches add up to {total_host_s:.2f} s, longer than the child ran ({outcome.wall_s:.2f} s)"
+        )
+    return doubts
 
 
 def _fail(verdict: Verdict, status: Status, message: str) -> Verdict:

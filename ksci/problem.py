@@ -69,7 +69,7 @@ class Problem:
         return module
 
     def solutions(self, kind: str) -> list[Path]:
-        """Known-good (`correct`) or known-bad (`wrong`) kernels shipped with the problem."""
+        """Known-good (`correct`), known-bad (`wrong`) or cheating (`adversarial`) kernels shipped with the problem."""
         folder = self.root / "solutions" / kind
         return sorted(p for p in folder.glob("*") if p.suffix in (".cu", ".hip"))
 

@@ -27,6 +27,7 @@ from ksci.select import Selection
 SWITCH_PROBABILITY = 0.1  # chance that a turn tries another template family than the parent's
 ASKS_PER_PROPOSAL = 25  # bound on study.ask() calls: a nearly exhausted space returns fewer proposals
 FAILED = {
+    Status.REJECTED,
     Status.COMPILE_ERROR,
     Status.LOAD_ERROR,
     Status.RUNTIME_ERROR,

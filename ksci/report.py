@@ -31,6 +31,7 @@ STATUS_COLOURS = {
     "runtime_error": "#c62828",
     "load_error": "#ad1457",
     "compile_error": "#9e9e9e",
+    "rejected": "#424242",
     "compiled": "#1565c0",
 }
 ARROW = {"arrowstyle": "-|>", "shrinkA": 7, "shrinkB": 7, "connectionstyle": "arc3,rad=0.08"}  # lineage edges

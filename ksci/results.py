@@ -10,6 +10,7 @@ from enum import StrEnum
 class Status(StrEnum):
     """Verdict classes, from the earliest stage that can fail to a clean pass."""
 
+    REJECTED = "rejected"  # the static screen (ksci.screen) found a construct no kernel needs; never compiled
     COMPILE_ERROR = "compile_error"
     LOAD_ERROR = "load_error"
     RUNTIME_ERROR = "runtime_error"
@@ -47,6 +48,7 @@ class CompileResult:
     seconds: float = 0.0
     cached: bool = False
     source_hash: str = ""
+    rejected: str = ""  # why the static screen refused the source (then nothing was compiled)
 
 
 @dataclass

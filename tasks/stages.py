@@ -21,7 +21,7 @@ from ksci.evaluate import (
     EnvironmentProblem,
     EvaluationOptions,
     compile_candidate,
-    first_error,
+    failed_compile_verdict,
     prepare_source,
     run_phases,
 )
@@ -126,7 +126,7 @@ def _run(problem, source, compiled, target, gpus, simulate, phases) -> Verdict:
     """The GPU is not an input (so not part of the cache key): the candidate takes whichever is free."""
     spec = load_problem(problem)
     if not compiled.ok:
-        return Verdict(Status.COMPILE_ERROR, problem, target, message=first_error(compiled.log), compile=compiled)
+        return failed_compile_verdict(problem, target, compiled)  # rejected by the static screen, or did not compile
     # One candidate at a time per GPU, across every flow and worker sharing this Prefect server.
     with any_free_gpu(gpus) as gpu:
         if simulate is not None:

@@ -13,10 +13,22 @@ SHAPE = {"m": 1024, "n": 1536, "k": 7168, "seed": 1}
 WORK = {"flops": 2.0 * 1024 * 1536 * 7168, "bytes": 1024 * 7168 + 1536 * 7168 + 2 * 1024 * 1536}
 
 
-def _timing(kernel_us: float) -> dict:
-    stats = {"median_us": kernel_us, "iqr_us": 0.1, "min_us": kernel_us, "reps": 10}
+def _timing(kernel_us: float, **integrity) -> dict:
+    stats = {"median_us": kernel_us, "iqr_us": 0.1, "min_us": kernel_us, "reps": 20}
     ref = {**stats, "median_us": 1000.0}
-    return {"event": "timing", "shape": SHAPE, **WORK, "kernel": stats, "reference": ref, "vendor": None}
+    # Two batches of ten, a 150 us flush before each call, 30 us of launch and wake-up latency per batch.
+    honest = {"host_us": 20 * (150.0 + kernel_us) + 60.0, "event_us": 20 * kernel_us, "flush_us": 150.0}
+    honest.update(batches=2, leftover_us=[12.0, 9.0])
+    return {
+        "event": "timing",
+        "shape": SHAPE,
+        "key": "1024x1536x7168",
+        **WORK,
+        "kernel": stats,
+        "integrity": {**honest, **integrity},
+        "reference": ref,
+        "vendor": None,
+    }
 
 
 def _verdict(*messages, timed_out=False, returncode=0) -> Verdict:
@@ -30,6 +42,59 @@ def test_ok_with_timings_and_ratios():
     assert v.speedup_vs_reference == pytest.approx(10.0)
     assert v.vendor_geomean_us is None  # no vendor timing on some shape: no vendor geomean
     assert v.speed_of_light_geomean_us == pytest.approx(WORK["flops"] / 1979e12 * 1e6)
+
+
+OK_RUN = (STARTED, {"event": "loaded"})
+RESULT_OK = {"event": "result", "status": "ok"}
+
+
+@pytest.mark.parametrize(
+    ("integrity", "reason"),
+    [
+        ({"event_us": 20 * 100.0, "host_us": 1000.0}, "passed on the host clock"),  # events longer than the host
+        ({"host_us": 20 * (150.0 + 100.0) + 20 * 400.0}, "patched timer"),  # the host waited for unseen work
+        ({"leftover_us": [900.0, 850.0]}, "stream of the kernel's own"),  # work still running after every batch
+    ],
+)
+def test_timings_the_clocks_disagree_with_are_suspicious(integrity, reason):
+    v = _verdict(*OK_RUN, _timing(100.0, **integrity), RESULT_OK)
+    assert v.status == Status.SUSPICIOUS and reason in v.message
+
+
+def test_one_slow_batch_of_an_honest_kernel_is_not_doubted():
+    v = _verdict(*OK_RUN, _timing(100.0, leftover_us=[15.0, 2000.0]), RESULT_OK)  # a hiccup, not every batch
+    assert v.status == Status.OK, v.message
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"event": "result", "status": "ok", "extra": 1},  # unknown field
+        {"event": "made_up"},  # unknown event
+        {"event": "check", "shape": SHAPE, "seed": "1"},  # missing and mistyped fields
+    ],
+)
+def test_a_malformed_message_means_never_ok(bad):
+    v = _verdict(*OK_RUN, _timing(100.0), bad, RESULT_OK)
+    assert v.status == Status.SUSPICIOUS and "malformed" in v.message
+
+
+def test_unparsable_report_lines_mean_never_ok():
+    outcome = ChildOutcome(messages=[*OK_RUN, _timing(100.0), RESULT_OK], returncode=0, output="", bad_messages=1)
+    v = classify(PROBLEM, outcome, Verdict(Status.COMPILED, "fp8_gemm", "cuda"))
+    assert v.status == Status.SUSPICIOUS and "1 malformed" in v.message
+
+
+def test_an_ok_with_fewer_reports_than_the_run_makes_is_not_ok():
+    outcome = ChildOutcome(messages=[*OK_RUN, _timing(100.0), RESULT_OK], returncode=0, output="")
+    v = classify(PROBLEM, outcome, Verdict(Status.COMPILED, "fp8_gemm", "cuda"), {"checks": 3, "timings": 2})
+    assert v.status == Status.SUSPICIOUS and "fewer than the run must make" in v.message
+
+
+def test_a_timing_longer_than_the_child_ran_is_suspicious():
+    outcome = ChildOutcome(messages=[*OK_RUN, _timing(100.0), RESULT_OK], returncode=0, output="", wall_s=0.001)
+    v = classify(PROBLEM, outcome, Verdict(Status.COMPILED, "fp8_gemm", "cuda"))
+    assert v.status == Status.SUSPICIOUS and "ran" in v.message
 
 
 def test_faster_than_light_is_suspicious_not_ok():

@@ -17,6 +17,7 @@ import traceback
 import torch
 
 from ksci.harness.check import compare, relative_error, same_bytes
+from ksci.harness.sandbox import drop_network, limit_resources
 from ksci.harness.timing import L2Flusher, TimingPolicy, time_calls
 from ksci.problem import load_problem, shape_key
 
@@ -24,6 +25,8 @@ GUARD_ELEMENTS = 4096  # canary elements on each side of every output
 GUARD_BYTE = 0x5A
 TRIAL_SEED_STEP = 7919
 REVERIFY_SEED_OFFSET = 1_000_003
+WARMUP_SEED_OFFSET = 2_000_029
+REFRESH_SEED_OFFSET = 3_000_017
 ROTATIONS = 3
 VENDOR_RELATIVE_ERROR = 1e-2
 
@@ -65,12 +68,17 @@ class Candidate:
 
 
 class Case:
-    """One input set: inputs, guarded and poisoned outputs, the expected result and pristine input copies."""
+    """One input set: inputs, guarded and poisoned outputs and pristine input copies.
+
+    The expected output is not kept: it is computed only in verify(), after the device is idle and the
+    candidate's output has been copied out, and wiped and released right after the comparison, so no candidate
+    call ever runs while the answer sits in device memory (docs/threat-model.md).
+    """
 
     def __init__(self, problem, ref, shape: dict, seed: int, target: str, device):
-        self.shape, self.seed, self.problem = shape, seed, problem
+        self.shape, self.seed, self.problem, self.ref = shape, seed, problem, ref
+        self.target, self.device = target, device
         tensors = ref.generate_input(shape, seed, target, device)
-        self.expected = ref.reference(tensors)
         self.inputs = {k: v for k, v in tensors.items() if k not in problem.outputs}
         self.pristine = {k: v.clone() for k, v in self.inputs.items()}
         self.buffers, self.outputs = {}, {}
@@ -83,12 +91,28 @@ class Case:
         for out in self.outputs.values():
             out.fill_(float("nan") if out.is_floating_point() else -1)
 
+    def refresh(self, seed: int) -> None:
+        """New input values at the same addresses (a kernel that remembers results by pointer goes stale)."""
+        self.seed = seed
+        fresh = self.ref.generate_input(self.shape, seed, self.target, self.device)
+        for name, tensor in self.inputs.items():
+            tensor.copy_(fresh[name])
+            self.pristine[name].copy_(fresh[name])
+        del fresh
+
     def verify(self, rtol: float, atol: float) -> dict:
         """Outputs within tolerance, inputs bitwise unchanged, guard bytes intact."""
-        for name in self.problem.outputs:
-            result = compare(self.outputs[name], self.expected[name], rtol, atol)
-            if not result["ok"]:
-                return {**result, "report": f"output {name!r}: {result['report']}"}
+        torch.cuda.synchronize()  # every stream, not only the harness's: nothing of the candidate's still runs
+        got = {name: out.clone() for name, out in self.outputs.items()}
+        expected = self.ref.reference(dict(self.pristine))
+        try:
+            result = {}
+            for name in self.problem.outputs:
+                result = compare(got[name], expected[name], rtol, atol)
+                if not result["ok"]:
+                    return {**result, "report": f"output {name!r}: {result['report']}"}
+        finally:
+            _wipe(expected, got)
         for name, tensor in self.inputs.items():
             if not same_bytes(tensor, self.pristine[name]):
                 return {**result, "ok": False, "report": f"the kernel modified its input {name!r}"}
@@ -96,6 +120,20 @@ class Case:
             if not _guards_intact(buffer, self.outputs[name].numel()):
                 return {**result, "ok": False, "report": f"the kernel wrote outside its output {name!r}"}
         return result
+
+
+def _wipe(*groups: dict) -> None:
+    """Zero the expected output and the copies, then hand the memory back to the driver.
+
+    Zeroing covers the tensors themselves; empty_cache returns the reference's freed intermediates (its float32
+    product, for one) to the driver, so a later allocation by the candidate cannot find them in torch's cache.
+    """
+    for group in groups:
+        for tensor in group.values():
+            tensor.zero_()
+        group.clear()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
 
 
 def _guarded_like(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -122,9 +160,12 @@ class Session:
         torch.cuda.set_device(self.device)
         torch.backends.cuda.matmul.allow_tf32 = False  # the reference is exact float32
         torch.backends.cudnn.allow_tf32 = False
-        self.stream = torch.cuda.Stream(self.device)
+        # The legacy default stream: work a candidate puts on it, on the per-thread default stream or on any other
+        # blocking stream is ordered with the events around the call, so it is timed (docs/threat-model.md).
+        self.stream = torch.cuda.default_stream(self.device)
         self.policy = TimingPolicy(**request.get("policy", {}))
         self.candidate: Candidate | None = None
+        self.sandbox: dict = {}
 
     def run(self) -> None:
         self.reporter.send("started", fingerprint=device_fingerprint())
@@ -133,6 +174,8 @@ class Session:
                 self.baselines_all()
             self.reporter.send("result", status="ok")
             return
+        self.sandbox["network"] = drop_network() if self.request.get("isolate_network", True) else "not requested"
+        self.reporter.send("sandbox", **self.sandbox)
         try:
             self.candidate = Candidate(self.request["library"], self.problem.entry_name, self.problem.entry_args)
         except (OSError, AttributeError) as exc:
@@ -176,20 +219,35 @@ class Session:
         return all(self.benchmark_shape(shape, flush) for shape in shapes)
 
     def benchmark_shape(self, shape: dict, flush: L2Flusher) -> bool:
-        cases = self.rotated_cases(shape)
-        if not self.check(cases[0], phase="benchmark"):
+        # Warm up on an input set that is never timed (and check it): a kernel cannot learn the timed inputs early.
+        warm = self.case(shape, shape["seed"] + WARMUP_SEED_OFFSET)
+        if not self.check(warm, phase="benchmark"):
             return False
+        cases = self.rotated_cases(shape)
+        refreshes = iter(range(1, 1_000_000))
+
+        def refresh() -> None:  # between timed batches, outside the timed region
+            batch = next(refreshes)
+            for r, case in enumerate(cases):
+                case.refresh(shape["seed"] + REFRESH_SEED_OFFSET + batch * ROTATIONS + r)
+
         kernel = time_calls(
-            lambda i: self.candidate(cases[i].tensors, shape, self.stream), ROTATIONS, flush, self.stream, self.policy
+            lambda i: self.candidate(cases[i].tensors, shape, self.stream),
+            ROTATIONS,
+            flush,
+            self.stream,
+            self.policy,
+            warmup=lambda: self.candidate(warm.tensors, shape, self.stream),
+            refresh=refresh,
         )
-        timing = {"kernel": kernel}
-        if self.request.get("time_baselines", True):
-            timing.update(self.time_baselines(cases, flush))
-        # The timed runs' outputs must be right too, and so must a fresh input set afterwards:
-        # a kernel that remembers results or behaves differently once warmed up fails here.
-        for case in cases[1:]:
+        timing = {"kernel": {k: v for k, v in kernel.items() if k != "integrity"}, "integrity": kernel["integrity"]}
+        # The timed runs' outputs (their last call came after the last in-place refresh) must be right: a kernel
+        # that remembers results, does less once warmed up or leaves work to another stream fails here.
+        for case in cases:
             if not self.report_check(case, case.verify(self.problem.rtol, self.problem.atol), "timed-output"):
                 return False
+        if self.request.get("time_baselines", True):
+            timing.update(self.time_baselines(cases, flush))
         if not self.check(self.case(shape, shape["seed"] + REVERIFY_SEED_OFFSET), phase="after-timing"):
             return False
         self.reporter.send("timing", shape=_plain(shape), key=shape_key(shape), **self.work(shape), **timing)
@@ -214,11 +272,11 @@ class Session:
         return Case(self.problem, self.ref, shape, seed, self.target, self.device)
 
     def time_baselines(self, cases: list[Case], flush: L2Flusher) -> dict:
-        out = {
-            "reference": time_calls(
-                lambda i: self.ref.reference(cases[i].tensors), ROTATIONS, flush, self.stream, self.policy
-            )
-        }
+        reference = time_calls(
+            lambda i: self.ref.reference(cases[i].inputs), ROTATIONS, flush, self.stream, self.policy
+        )
+        reference.pop("integrity")
+        out = {"reference": reference}
         try:
             runners = [self.ref.vendor(c.tensors) for c in cases]
         except Exception as exc:  # a vendor library that rejects the shape is a fact to report, not a failure
@@ -227,8 +285,9 @@ class Session:
             return {**out, "vendor_error": "no vendor baseline on this platform"}
         try:
             name = self.problem.outputs[0]
-            error = relative_error(runners[0]()[name], cases[0].expected[name])
+            error = relative_error(runners[0]()[name], self.ref.reference(cases[0].inputs)[name])
             out["vendor"] = time_calls(lambda i: runners[i](), ROTATIONS, flush, self.stream, self.policy)
+            out["vendor"].pop("integrity")
             # The library is a timing baseline, not a candidate: it must compute the same product (relative
             # L2 error under 1%), not meet the element-wise tolerance (cuBLASLt's FP8 accumulation misses it
             # on a few tenths of a percent of the elements).
@@ -266,8 +325,11 @@ def main(argv: list[str] | None = None) -> int:
     reporter = Reporter(args.report_fd)
     with open(args.request) as fh:
         request = json.load(fh)
+    limits = limit_resources(float(request.get("timeout_s", 900.0)))
     try:
-        Session(request, reporter).run()
+        session = Session(request, reporter)
+        session.sandbox["limits"] = limits
+        session.run()
     except (
         KernelFailed,
         RuntimeError,

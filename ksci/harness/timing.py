@@ -41,19 +41,32 @@ def time_calls(
     flush: Callable[[], None],
     stream: torch.cuda.Stream,
     policy: TimingPolicy = TimingPolicy(),
+    warmup: Callable[[], object] | None = None,
+    refresh: Callable[[], None] | None = None,
 ) -> dict:
     """Median, IQR and min of `run(i)` in microseconds, cycling i over the rotated input sets.
 
     Only the call itself lies between the two events; the flush is enqueued before the start event.
+    `warmup` (default: the timed calls themselves) runs before timing, so the warm-up can use an input set that
+    is never timed. `refresh`, when given, rewrites the rotated inputs in place before every batch but the first,
+    outside the timed region, and at least two batches run: a kernel that remembers results by pointer then
+    leaves a stale output behind, which the check after timing sees.
+    The result carries "integrity": host wall-clock and event totals, the flush's own time and the device work
+    left running after each batch, which ksci.evaluate checks (see docs/threat-model.md).
     """
     for i in range(policy.warmup):
-        run(i % rotations)
+        warmup() if warmup is not None else run(i % rotations)
     stream.synchronize()
+    flush_us = _flush_time_us(flush, stream)
     samples: list[float] = []
-    calls = 0
+    calls, batches, host_s, leftover_us = 0, 0, 0.0, []
     start_time = time.monotonic()
     while len(samples) < policy.max_reps:
+        if refresh is not None and batches > 0:
+            refresh()
+            torch.cuda.synchronize()
         pairs = []
+        host_start = time.perf_counter()
         for _ in range(policy.batch):
             flush()
             begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -63,12 +76,45 @@ def time_calls(
             calls += 1
             pairs.append((begin, end))
         end.synchronize()
+        host_s += time.perf_counter() - host_start
+        leftover_us.append(_leftover_us())
+        batches += 1
         samples.extend(b.elapsed_time(e) * 1000.0 for b, e in pairs)
-        if len(samples) >= policy.min_reps and (
-            _spread(samples) <= policy.target_spread or time.monotonic() - start_time > policy.budget_s
+        enough_batches = refresh is None or batches >= 2
+        if (
+            enough_batches
+            and len(samples) >= policy.min_reps
+            and (_spread(samples) <= policy.target_spread or time.monotonic() - start_time > policy.budget_s)
         ):
             break
-    return summarise(samples)
+    integrity = {
+        "host_us": host_s * 1e6,
+        "event_us": sum(samples),
+        "flush_us": flush_us,
+        "batches": batches,
+        "leftover_us": leftover_us,
+    }
+    return {**summarise(samples), "integrity": integrity}
+
+
+def _flush_time_us(flush: Callable[[], None], stream: torch.cuda.Stream, reps: int = 5) -> float:
+    """The flush's own device time (median of a few), to tell the host's waiting apart from the kernel's."""
+    times = []
+    for _ in range(reps):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record(stream)
+        flush()
+        end.record(stream)
+        end.synchronize()
+        times.append(begin.elapsed_time(end) * 1000.0)
+    return statistics.median(times)
+
+
+def _leftover_us() -> float:
+    """How long the device stays busy once the timed stream is done: work the candidate left on other streams."""
+    start = time.perf_counter()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) * 1e6
 
 
 def summarise(samples: list[float]) -> dict:

@@ -1,0 +1,93 @@
+"""Evaluate every adversarial kernel and every honest seed and correct solution on this GPU, and print one table.
+
+For the lead's check of issue 7: no adversarial kernel may come back `ok`, every honest kernel must, and the
+honest geomeans should match docs/results.md (H200: fp8_gemm mma 237.47 us, naive 8044.79, smem_tiled 1470.81,
+mma_tuned 241.04; rmsnorm naive 66.40, vectorized 61.36, warp_per_row 74.63) within 2%. Usage:
+
+    python benchmarks/adversarial.py [--target cuda] [--quick] [--only honest|adversarial] [--json-out FILE]
+
+--quick times the adversarial kernels on two benchmark shapes only (honest kernels always get every shape, as
+benchmarks/evaluate_seeds.py does, so their geomeans compare with docs/results.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from ksci.evaluate import EvaluationOptions, evaluate_source
+from ksci.problem import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, load_problem
+from ksci.render import render_kernel
+from ksci.results import Status
+
+QUICK = {"min_reps": 5, "max_reps": 20, "budget_s": 0.5}
+
+
+def honest_kernels(problem_name: str, target: str) -> list[tuple[str, str, set[str], str]]:
+    problem = load_problem(problem_name)
+    dialect = DIALECT_OF_TARGET[target]
+    kernels = [(f"{problem_name} seed:{t.name}", "ok", render_kernel(t)) for t in problem.templates_for(dialect)]
+    for path in problem.solutions("correct"):
+        if path.suffix == SUFFIX_OF_DIALECT[dialect]:
+            kernels.append((f"{problem_name} solution:{path.stem}", "ok", path.read_text()))
+    return [(problem_name, name, {expect}, source) for name, expect, source in kernels]
+
+
+def adversarial_kernels(target: str) -> list[tuple[str, str, set[str], str]]:
+    problem = load_problem("fp8_gemm")
+    kernels = []
+    for path in problem.solutions("adversarial"):
+        if path.suffix == SUFFIX_OF_DIALECT[DIALECT_OF_TARGET[target]]:
+            text = path.read_text()
+            expected = set(text.splitlines()[0].split("expect:")[1].strip().split("|"))
+            kernels.append(("fp8_gemm", f"adversarial:{path.stem}", expected, text))
+    return kernels
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--target", default="cuda", choices=("cuda", "rocm"))
+    parser.add_argument("--quick", action="store_true", help="adversarial kernels on two shapes, short timing")
+    parser.add_argument("--only", choices=("honest", "adversarial"))
+    parser.add_argument("--json-out", type=Path)
+    args = parser.parse_args()
+    kernels = []
+    if args.only != "adversarial":
+        kernels += honest_kernels("fp8_gemm", args.target) + honest_kernels("rmsnorm", args.target)
+    if args.only != "honest":
+        kernels += adversarial_kernels(args.target)
+    rows, failures = [], 0
+    print(f"{'kernel':40s} {'expected':28s} {'got':14s} {'geomean_us':>11s} {'s':>6s}  reason")
+    for problem_name, name, expected, source in kernels:
+        problem = load_problem(problem_name)
+        options = EvaluationOptions(target=args.target, time_baselines=False)
+        if args.quick and name.startswith("adversarial:"):
+            options = EvaluationOptions(target=args.target, benchmarks=problem.benchmarks[:2], policy=QUICK)
+        if "timeout" in expected:
+            options = replace(options, timeout_s=60.0)
+        start = time.monotonic()
+        verdict = evaluate_source(problem, source, options)
+        seconds = time.monotonic() - start
+        adversarial = name.startswith("adversarial:")
+        good = str(verdict.status) in expected and not (adversarial and verdict.status == Status.OK)
+        failures += not good
+        geomean = f"{verdict.geomean_us:.2f}" if verdict.geomean_us else "-"
+        reason = (verdict.message or "").replace("\n", " ")[:110]
+        mark = "" if good else "  <-- UNEXPECTED"
+        print(
+            f"{name:40s} {'|'.join(sorted(expected)):28s} {verdict.status:14s} {geomean:>11s} {seconds:6.0f}  {reason}{mark}"
+        )
+        rows.append({"kernel": name, "expected": sorted(expected), **verdict.to_dict(), "seconds": seconds})
+    gpu = next((r["fingerprint"].get("gpu") for r in rows if r["fingerprint"].get("gpu")), "unknown GPU")
+    sandbox = next((r["fingerprint"].get("sandbox") for r in rows if r["fingerprint"].get("sandbox")), None)
+    print(f"\n{len(rows)} kernels on {gpu}; {failures} unexpected verdicts; child sandbox: {sandbox}")
+    if args.json_out:
+        args.json_out.write_text(json.dumps(rows, indent=1, default=str))
+    raise SystemExit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

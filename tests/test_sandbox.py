@@ -1,0 +1,86 @@
+"""The harness child's sandbox without a GPU: its environment, its limits, its network, its copy of the library."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+from ksci.evaluate import EvaluationOptions, child_environment
+from ksci.isolate import run_child
+
+SECRETS = {
+    "OPENAI_API_KEY": "sk-fake-openai",
+    "ANTHROPIC_API_KEY": "sk-fake-anthropic",
+    "PREFECT_API_KEY": "pnu_fake",
+    "PREFECT_API_URL": "http://127.0.0.1:4200/api",
+    "AWS_SECRET_ACCESS_KEY": "fake",
+    "CUDA_FAKE_TOKEN": "fake",  # a secret under an allowed prefix is still dropped
+    "HTTPS_PROXY": "http://proxy:3128",
+}
+
+
+def _reporting_child(tmp_path, body: str) -> list[str]:
+    path = tmp_path / "child.py"
+    path.write_text(
+        textwrap.dedent("""
+        import json, os, sys
+        fd = int(sys.argv[sys.argv.index("--report-fd") + 1])
+        report = os.fdopen(fd, "w", buffering=1)
+        def send(event, **kw):
+            report.write(json.dumps({"event": event, **kw}) + "\\n")
+        """)
+        + textwrap.dedent(body)
+    )
+    return [sys.executable, str(path)]
+
+
+def test_the_child_sees_no_secrets_and_lives_in_its_scratch_folder(tmp_path, monkeypatch):
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    env = child_environment(scratch, EvaluationOptions())
+    argv = _reporting_child(tmp_path, 'send("environ", environ=dict(os.environ), cwd=os.getcwd())')
+    outcome = run_child(argv, timeout_s=60, env=env, cwd=scratch)
+    (message,) = outcome.events("environ")
+    seen = message["environ"]
+    assert not set(SECRETS) & set(seen), sorted(set(SECRETS) & set(seen))
+    assert not any(name.startswith("PREFECT_") for name in seen)
+    assert seen["CUDA_VISIBLE_DEVICES"] == "0" and seen["HOME"] == str(scratch) and seen["TMPDIR"] == str(scratch)
+    assert message["cwd"] == str(scratch)
+    assert "PATH" in seen and "KSCI_KERNELS_DIR" in seen
+
+
+def test_limits_and_network_isolation_are_applied_or_reported(tmp_path):
+    argv = _reporting_child(
+        tmp_path,
+        """
+        import resource, socket
+        from ksci.harness.sandbox import drop_network, limit_resources
+        limits = limit_resources(30)
+        network = drop_network()
+        send("sandbox", limits=limits, network=network,
+             cpu=resource.getrlimit(resource.RLIMIT_CPU), fsize=resource.getrlimit(resource.RLIMIT_FSIZE),
+             nofile=resource.getrlimit(resource.RLIMIT_NOFILE), interfaces=[n for _, n in socket.if_nameindex()])
+        try:
+            with open("big.bin", "wb") as f:
+                f.write(b"x" * (65 * 2**20))
+            send("wrote")
+        except OSError as exc:
+            send("write_refused", message=str(exc))
+        """,
+    )
+    outcome = run_child(argv, timeout_s=60, cwd=tmp_path, env={"PYTHONPATH": ":".join(sys.path)})
+    message = outcome.last("sandbox")
+    assert message is not None, outcome.output
+    assert message["cpu"] == [120, 120] and message["fsize"] == [64 * 2**20] * 2 and message["nofile"] == [1024] * 2
+    if message["network"].startswith("isolated"):
+        assert message["interfaces"] == ["lo"]  # an empty namespace: loopback only, and it is down
+    else:
+        assert "EPERM" in message["network"] or "not permitted" in message["network"]
+    # Past RLIMIT_FSIZE the write fails (EFBIG, as SIGXFSZ is ignored by Python) or the child dies of SIGXFSZ.
+    assert outcome.last("wrote") is None
+    assert outcome.last("write_refused") is not None or outcome.returncode == -25
+    assert json.dumps(message)  # what the fingerprint records is plain JSON
