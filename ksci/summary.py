@@ -84,10 +84,17 @@ def format_evolution(summaries: list[dict], store_root: str) -> str:
         return "\n".join([*lines, "no candidate passed"])
     run = summaries[-1]["run"]
     lines += [
-        f"run {run}: best {best['candidate_id']} ({best['template']} {best['params_json']})",
+        f"run {run}: best {best['candidate_id']} ({_origin(best)})",
         f"  geomean {best['geomean_us']:.2f} us; reference {_num(best.get('reference_geomean_us'))} us; "
         f"vendor {_num(best.get('vendor_geomean_us'))} us; {_num(best.get('speedup_vs_reference'))}x the reference, "
         f"{_num(best.get('speedup_vs_vendor'))}x the vendor library",
         f"  source: {store_root}/{best['source_path']}",
     ]
     return "\n".join(lines)
+
+
+def _origin(row: dict) -> str:
+    """Where a candidate came from: its template point, or (LLM-written kernels have none) its proposer."""
+    if row.get("template"):
+        return f"{row['template']} {row.get('params_json') or ''}".strip()
+    return f"written by {row.get('llm_model') or row.get('proposer') or 'an unknown proposer'}"
