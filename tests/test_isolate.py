@@ -3,30 +3,15 @@
 from __future__ import annotations
 
 import os
-import sys
-import textwrap
 import time
+
+from children import reporting_child
 
 from ksci.isolate import run_child
 
 
-def _script(tmp_path, body: str) -> list[str]:
-    path = tmp_path / "child.py"
-    path.write_text(
-        textwrap.dedent("""
-        import json, os, sys
-        fd = int(sys.argv[sys.argv.index("--report-fd") + 1])
-        report = os.fdopen(fd, "w", buffering=1)
-        def send(event, **kw):
-            report.write(json.dumps({"event": event, **kw}) + "\\n")
-    """)
-        + textwrap.dedent(body)
-    )
-    return [sys.executable, str(path)]
-
-
 def test_reports_arrive_and_bad_lines_are_counted(tmp_path):
-    argv = _script(
+    argv = reporting_child(
         tmp_path,
         """
         send("started")
@@ -44,7 +29,7 @@ def test_reports_arrive_and_bad_lines_are_counted(tmp_path):
 
 
 def test_a_crash_is_seen_as_a_signal(tmp_path):
-    argv = _script(
+    argv = reporting_child(
         tmp_path,
         """
         send("loaded")
@@ -58,7 +43,7 @@ def test_a_crash_is_seen_as_a_signal(tmp_path):
 
 def test_a_hang_is_killed_with_its_whole_process_group(tmp_path):
     pid_file = tmp_path / "grandchild.pid"
-    argv = _script(
+    argv = reporting_child(
         tmp_path,
         f"""
         import subprocess, time

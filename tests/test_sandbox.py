@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
-import textwrap
+
+from children import reporting_child
 
 from ksci.evaluate import EvaluationOptions, child_environment
 from ksci.isolate import run_child
@@ -20,21 +21,6 @@ SECRETS = {
 }
 
 
-def _reporting_child(tmp_path, body: str) -> list[str]:
-    path = tmp_path / "child.py"
-    path.write_text(
-        textwrap.dedent("""
-        import json, os, sys
-        fd = int(sys.argv[sys.argv.index("--report-fd") + 1])
-        report = os.fdopen(fd, "w", buffering=1)
-        def send(event, **kw):
-            report.write(json.dumps({"event": event, **kw}) + "\\n")
-        """)
-        + textwrap.dedent(body)
-    )
-    return [sys.executable, str(path)]
-
-
 def test_the_child_sees_no_secrets_and_lives_in_its_scratch_folder(tmp_path, monkeypatch):
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
@@ -42,7 +28,7 @@ def test_the_child_sees_no_secrets_and_lives_in_its_scratch_folder(tmp_path, mon
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     env = child_environment(scratch, EvaluationOptions())
-    argv = _reporting_child(tmp_path, 'send("environ", environ=dict(os.environ), cwd=os.getcwd())')
+    argv = reporting_child(tmp_path, 'send("environ", environ=dict(os.environ), cwd=os.getcwd())')
     outcome = run_child(argv, timeout_s=60, env=env, cwd=scratch)
     (message,) = outcome.events("environ")
     seen = message["environ"]
@@ -54,7 +40,7 @@ def test_the_child_sees_no_secrets_and_lives_in_its_scratch_folder(tmp_path, mon
 
 
 def test_limits_and_network_isolation_are_applied_or_reported(tmp_path):
-    argv = _reporting_child(
+    argv = reporting_child(
         tmp_path,
         """
         import resource, socket
