@@ -115,6 +115,7 @@ LITERAL_RULES: tuple[tuple[str, str], ...] = (
 _CALL_PREFIX = _CALL.split("{")[0]
 _COMPILED = tuple((re.compile(p, re.M), why) for p, why in RULES)
 _COMPILED_LITERALS = tuple((re.compile(p), why) for p, why in LITERAL_RULES)
+_HIP_HEADER = re.compile(r"^hip/[A-Za-z0-9_]+\.h$")
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*include\s*[<\"]([^>\"]+)[>\"]", re.M)
 # A comment, or a string or character literal (with an optional encoding prefix); raw strings are rare in kernels.
 _TOKEN = re.compile(r'//[^\n]*|/\*.*?\*/|(?:u8|[uUL])?"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
@@ -138,7 +139,9 @@ def screen_source(source: str) -> ScreenResult:
     lines = source.splitlines()
     for match in _INCLUDE.finditer(_without_comments(source)):
         header, quoted = match.group(1).strip(), '"' in match.group(0)
-        if quoted or header.startswith("/") or ".." in header:
+        # hipify writes its own include of the HIP runtime in quotes (`#include "hip/hip_runtime.h"`, in some
+        # versions), so quoted HIP headers pass; any other quoted include could pull in a file of the host.
+        if (quoted and not _HIP_HEADER.match(header)) or header.startswith("/") or ".." in header:
             return _found(
                 source, lines, match.start(), f"includes the file {header!r}: a kernel is one self-contained source"
             )

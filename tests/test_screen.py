@@ -108,6 +108,8 @@ def test_forbidden_calls_are_refused_with_a_reason(body, reason):
         ("#include <sys/socket.h>\n", "<sys/socket.h>"),
         ("#include <thread>\n", "<thread>"),
         ('#include "/root/.config/secrets.h"\n', "self-contained"),
+        ('#include "hip/../../data/runs/x.h"\n', "self-contained"),
+        ('#include "harness_secrets.h"\n', "self-contained"),
         ("__attribute__((constructor)) static void f() {}\n", "loaded"),
         ("__attribute__((destructor(101))) static void f() {}\n", "loaded"),
         ("struct S { S() { } };\nstatic S s;\n", "constructor at load time"),
@@ -166,6 +168,11 @@ extern "C" int f(float* c, int n, void* stream) {
 def test_what_honest_kernels_do_passes():
     result = screen_source(ALLOWED)
     assert result.ok, result.message
+
+
+def test_the_quoted_hip_runtime_include_that_hipify_writes_passes():
+    hipified = '#include "hip/hip_runtime.h"\n' + ALLOWED.replace("#include <cuda_runtime.h>\n", "")
+    assert screen_source(hipified).ok
 
 
 def test_a_rejected_source_is_never_compiled(tmp_path):
