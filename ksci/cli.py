@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -238,7 +239,7 @@ def cmd_evolve(args) -> int:
     except (UsageError, ProblemError, ToolchainMissing, EnvironmentProblem):
         raise  # main() says these in one line, with their own exit codes
     except Exception as exc:  # a generation failed; Prefect has logged its traceback, so one line is enough here
-        print(f"ksci: evolution {run} stopped: {exc}", file=sys.stderr)
+        print(f"ksci: evolution {run} stopped: {_stopped_because(exc)}", file=sys.stderr)
         print(f"ksci: every candidate recorded so far is kept; rerun with --run {run} to continue", file=sys.stderr)
         return EXIT_FAILED
     print(format_evolution(summaries, store))
@@ -248,6 +249,16 @@ def cmd_evolve(args) -> int:
         tokens, usd = LlmLedger(store).spent(run)
         print(f"LLM calls of this run so far: {tokens} tokens, ${usd:.4f} (see {store}/{run}/llm_calls)")
     return EXIT_OK
+
+
+def _stopped_because(exc: Exception) -> str:
+    import httpx
+
+    why = f"{type(exc).__name__}: {exc}"
+    api = os.environ.get("PREFECT_API_URL")
+    if api and isinstance(exc, httpx.TransportError):  # raised by Prefect's client once its retries are spent
+        return f"the Prefect API at {api} did not answer ({why})"
+    return why
 
 
 def _proposer(args):

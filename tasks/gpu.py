@@ -103,10 +103,11 @@ def _check_api(unreachable_since: float | None) -> float | None:
 def repossess_expired_leases() -> int:
     """Free the slots of holders that died (their lease expired unrenewed); returns how many leases were freed.
 
-    A Prefect server does this itself (its repossessor service), but the embedded ephemeral API runs no such
-    service, so after a `kill -9` of `ksci evolve` its GPU slots would stay taken and a rerun would wait for
-    ever. With the embedded API, ksci keeps leases on disk under PREFECT_HOME (ksci.embedded), where a later
-    process finds the expired ones and releases them through the API.
+    A Prefect server does this itself (its repossessor service; prefect.toml keeps its leases on disk, so that they
+    outlive a restart of the server), but the embedded ephemeral API runs no such service, so after a `kill -9`
+    of `ksci evolve` its GPU slots would stay taken and a rerun would wait for ever. With the embedded API, ksci
+    keeps leases on disk under PREFECT_HOME (ksci.embedded), where a later process finds the expired ones and
+    releases them through the API.
     """
     settings = get_current_settings()
     if settings.api.url or not settings.server.concurrency.lease_storage.endswith(".filesystem"):
