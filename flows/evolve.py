@@ -157,7 +157,7 @@ def evolve(
 
     proposer: "tuning" (Optuna over the seed templates) or "llm" (the LLM scientist, configured by `llm`).
     An LLM run stops cleanly before a generation once its token or money budget is spent."""
-    run = run or f"{problem}-{target}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+    run = run or new_run_name(problem, target)
     gpus = gpus or ["0"]
     for gpu in gpus:
         ensure_gpu_limit(gpu)
@@ -188,6 +188,10 @@ def evolve(
         update_progress_artifact(progress, 100.0 * (generation + 1) / generations)
         print(_progress_line(summaries, generations))
     return summaries
+
+
+def new_run_name(problem: str, target: str) -> str:
+    return f"{problem}-{target}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
 
 
 def _budget_spent(store_root: str, run: str, llm: LlmConfig | None) -> str | None:

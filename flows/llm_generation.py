@@ -87,7 +87,7 @@ def llm_candidates(
     logger.info("generation %d: kept plans: %s", generation, "; ".join(p.title for p in design.kept))
 
     attempts = [_Attempt(i, plan) for i, plan in enumerate(design.kept[: min(children, KEPT_PLANS)])]
-    chains, note = [], ""
+    chains, note, lost = [], "", []
     for attempt_number in range(1, config.repairs + 2):
         live = [a for a in attempts if not a.done]
         if not live:
@@ -113,6 +113,8 @@ def llm_candidates(
             written, why = _answer(futures[a.index])
             if isinstance(why, str) and why.startswith("budget"):
                 note = why
+            elif written is None:
+                lost.append(why)
             if written is None or written.value is None:
                 reason = why or written.problem
                 logger.warning(
@@ -153,6 +155,9 @@ def llm_candidates(
             a.feedback.append(writer.Feedback(attempt_number, str(verdict.status), failure_report(verdict), source))
         if note:
             break
+    if lost and not note:
+        # The generation still completes (the other plans' candidates count); the note says what a rerun asks again.
+        note = f"{len(lost)} of {len(attempts)} plans lost ({lost[0]}); rerun this run to ask again"
     return chains, note
 
 

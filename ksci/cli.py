@@ -1,13 +1,15 @@
 """The `ksci` command line. Stable for scripts: --json prints one JSON object on stdout.
 
 Exit codes: 0 the command ran and the kernel passed (or compiled, with --compile-only); 1 the kernel
-failed (its verdict says how); 2 bad input; 3 the environment cannot do it (no compiler, no GPU).
+failed (its verdict says how), or an evolution stopped on a failed generation (rerun it with --run); 2 bad
+input; 3 the environment cannot do it (no compiler, no GPU).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -214,33 +216,49 @@ def cmd_evolve(args) -> int:
     from ksci.embedded import configure_prefect
 
     configure_prefect()
-    from flows.evolve import DEFAULT_STORE, evolve
+    from flows.evolve import DEFAULT_STORE, evolve, new_run_name
 
     store = str(args.store or DEFAULT_STORE)
-    summaries = evolve(
-        problem=args.problem,
-        target=args.target,
-        generations=args.generations,
-        run=args.run,
-        children=args.children,
-        strategy=args.strategy,
-        seed=args.seed,
-        store_root=store,
-        arch=args.arch,
-        gpus=_gpus(args),
-        simulate=args.simulate,
-        proposer=proposer,
-        llm=llm,
-    )
+    run, gpus = args.run or new_run_name(args.problem, args.target), _gpus(args)
+    try:
+        summaries = evolve(
+            problem=args.problem,
+            target=args.target,
+            generations=args.generations,
+            run=run,
+            children=args.children,
+            strategy=args.strategy,
+            seed=args.seed,
+            store_root=store,
+            arch=args.arch,
+            gpus=gpus,
+            simulate=args.simulate,
+            proposer=proposer,
+            llm=llm,
+        )
+    except (UsageError, ProblemError, ToolchainMissing, EnvironmentProblem):
+        raise  # main() says these in one line, with their own exit codes
+    except Exception as exc:  # a generation failed; Prefect has logged its traceback, so one line is enough here
+        print(f"ksci: evolution {run} stopped: {_stopped_because(exc)}", file=sys.stderr)
+        print(f"ksci: every candidate recorded so far is kept; rerun with --run {run} to continue", file=sys.stderr)
+        return EXIT_FAILED
     print(format_evolution(summaries, store))
     if llm is not None and summaries:
         from ksci.llm.ledger import LlmLedger
 
-        tokens, usd = LlmLedger(store).spent(summaries[0]["run"])
-        print(
-            f"LLM calls of this run so far: {tokens} tokens, ${usd:.4f} (see {store}/{summaries[0]['run']}/llm_calls)"
-        )
+        tokens, usd = LlmLedger(store).spent(run)
+        print(f"LLM calls of this run so far: {tokens} tokens, ${usd:.4f} (see {store}/{run}/llm_calls)")
     return EXIT_OK
+
+
+def _stopped_because(exc: Exception) -> str:
+    import httpx
+
+    why = f"{type(exc).__name__}: {exc}"
+    api = os.environ.get("PREFECT_API_URL")
+    if api and isinstance(exc, httpx.TransportError):  # raised by Prefect's client once its retries are spent
+        return f"the Prefect API at {api} did not answer ({why})"
+    return why
 
 
 def _proposer(args):

@@ -80,6 +80,8 @@ def format_evolution(summaries: list[dict], store_root: str) -> str:
             f"{s['generation']:>4d} {s['candidates']:>5d} {len(ok):>3d} {_num(gen_best and gen_best['geomean_us']):>9s} "
             f"{s['compiled']:>8d} {s['compile_cache_hits']:>6d} {s['benchmarked']:>5d} {s['benchmark_cache_hits']:>6d}"
         )
+    # What a generation could not do (a spent budget, plans lost to an endpoint that did not answer).
+    lines += [f"  generation {s['generation']}: {s['note']}" for s in summaries if s.get("note")]
     if best is None:
         return "\n".join([*lines, "no candidate passed"])
     run = summaries[-1]["run"]

@@ -1,16 +1,16 @@
-"""Fault injection without a GPU: a full disk under the lineage store, and kill -9 of an evolution mid-generation.
+"""Fault injection without a GPU (the simulator stands in for it): a full disk under the lineage store, kill -9 of an
+evolution mid-generation, the LLM endpoint going away mid-generation, and the Prefect server killed mid-run.
 
 The GPU faults (illegal address, out of memory, hang) are in tests/test_adversarial_gpu.py.
-NOTE FOR THE LEAD: "the LLM endpoint goes away mid-run" belongs here once the LLM proposer is merged (it was
-being written in parallel): point its client at a loopback HTTP server, stop the server mid-generation, expect
-the generation to fail with a clear error and a rerun (server back) to complete with no duplicate rows.
-The Prefect server restarted mid-run is not written yet either (see docs/threat-model.md).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -19,12 +19,17 @@ import time
 from contextlib import closing
 from pathlib import Path
 
+import httpx
 import pytest
 
 from ksci.lineage import LineageStore
+from ksci.llm.ledger import LlmLedger
 from ksci.results import Status, Verdict
+from ksci.testing.fp8_gemm_script import demo_config_toml, steady_script
+from ksci.testing.scripted_llm_server import ScriptedLlmServer
 
 ROOT = Path(__file__).resolve().parent.parent
+EVOLVE = [sys.executable, "-m", "ksci.cli", "evolve", "--problem", "fp8_gemm", "--target", "cuda", "--children", "3"]
 
 
 def _rows(count: int, generation: int = 0):
@@ -82,8 +87,7 @@ def test_kill_9_mid_generation_loses_nothing_recorded_and_a_rerun_completes(tmp_
     find its lease (on disk under PREFECT_HOME) expired and release it (tasks/gpu.py), or it would wait for a free
     GPU for ever (it did, before that: the embedded API runs no repossessor service)."""
     store_root = tmp_path / "store"
-    command = [sys.executable, "-m", "ksci.cli", "evolve", "--problem", "fp8_gemm", "--target", "cuda"]
-    command += ["--generations", "6", "--children", "3", "--run", "killed", "--store", str(store_root), "--simulate"]
+    command = EVOLVE + ["--generations", "6", "--run", "killed", "--store", str(store_root), "--simulate"]
     env = dict(os.environ, PREFECT_HOME=str(tmp_path / "prefect"), PYTHONPATH=str(ROOT))
     env.pop("PREFECT_API_URL", None)
     log = open(tmp_path / "first.log", "w")  # noqa: SIM115 - handed to the child, closed below
@@ -121,9 +125,9 @@ def test_kill_9_mid_generation_loses_nothing_recorded_and_a_rerun_completes(tmp_
 
 
 def _gpu_slots_taken(prefect_home: Path) -> int:
-    """Slots taken now on the ksci GPU limits, read from the embedded API's SQLite database (read-only).
-
-    The API lives inside the process under test, so there is no server to ask once it is killed."""
+    """Slots taken now on the ksci GPU limits, read (read-only) from the SQLite database of the API whose
+    PREFECT_HOME this is: the embedded API of the process under test (no server to ask once that is killed), or
+    a Prefect server's (frozen with SIGSTOP, so that nothing changes between the look and the kill)."""
     database = prefect_home / "prefect.db"
     if not database.exists():
         return 0
@@ -133,3 +137,225 @@ def _gpu_slots_taken(prefect_home: Path) -> int:
             return sum(r[0] for r in rows)
     except sqlite3.Error:  # not created yet, or locked by a writer this instant
         return 0
+
+
+@pytest.mark.slow
+def test_llm_endpoint_down_mid_generation_stops_the_run_cleanly_and_a_rerun_completes(tmp_path):
+    """The scripted endpoint answers generation 1's selector and designer, then its socket is closed (connections
+    refused). By design (docs/llm.md) a writer call that fails after its retries loses only its plan: generation 1
+    completes with no candidate and a note; generation 2's selector falls back to the rule and its designer fails
+    the generation, so `ksci evolve` stops with one clear line and exit code 1. With the endpoint back on the same
+    port, the same command completes the run, and no call that was answered before is sent again."""
+    script = steady_script(design_sleep_s=1.0)  # the designer's answer leaves 1 s after its request arrives
+    server = ScriptedLlmServer(script).start()
+    port = server.httpd.server_address[1]
+    config = tmp_path / "ksci.toml"
+    config.write_text(demo_config_toml(server.base_url, timeout_s=10.0, retry_delay_s=0.1))  # 3 retries
+    command = EVOLVE + ["--proposer", "llm", "--llm-config", str(config), "--generations", "3", "--run", "down"]
+    command += ["--store", str(tmp_path / "store"), "--simulate"]
+    env = dict(os.environ, PREFECT_HOME=str(tmp_path / "prefect"), PYTHONPATH=str(ROOT), KSCI_LLM_API_KEY="sk-fake")
+    env.pop("PREFECT_API_URL", None)
+    log = open(tmp_path / "first.log", "w")  # noqa: SIM115 - handed to the child, closed below
+    first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while server.count("designer") == 0 and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        server.stop()  # the listening socket is closed: from now on every connection is refused
+        assert [r["stage"] for r in server.requests] == ["selector", "designer"]
+        first.wait(timeout=300)  # bounded: refused connections fail at once, retries are 0.1 s apart
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+            first.wait()
+        log.close()
+    out = (tmp_path / "first.log").read_text()
+    assert first.returncode == 1, out[-3000:]
+    assert "generation 1: 0 candidates from the LLM (3 of 3 plans lost (call failed: connection" in out
+    assert "ksci: evolution down stopped: RuntimeError: the experiment designer's endpoint did not answer" in out
+    assert "rerun with --run down to continue" in out and "in cmd_evolve" not in out  # no traceback out of the CLI
+    store, ledger = LineageStore(tmp_path / "store"), LlmLedger(tmp_path / "store")
+    before = store.read("down")
+    assert set(before["generation"]) == {0} and len(before) == 3  # the seeds; the LLM generations made nothing
+    calls = ledger.calls("down")
+    outcomes = calls.groupby(["generation", "stage"])["outcome"].apply(lambda o: sorted(set(o)) + [len(o)]).to_dict()
+    assert outcomes == {
+        (1, "selector"): ["ok", 1],
+        (1, "designer"): ["ok", 1],
+        (1, "writer"): ["connection", 3 * 4],  # each plan's call and its 3 retries, all refused, all recorded
+        (2, "selector"): ["connection", 4],  # then the rule chose
+        (2, "designer"): ["connection", 4],  # and the generation failed
+    }
+
+    again_server = ScriptedLlmServer(script, port=port).start()  # the same endpoint back (the port is in the config)
+    try:
+        again = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        again_server.stop()
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    after = store.read("down")
+    assert after.groupby("generation").size().to_dict() == {0: 3, 1: 3, 2: 3}
+    assert not after.duplicated(subset=["run", "candidate_id", "generation"]).any()
+    assert (after[after["generation"] > 0]["proposer"] == "llm").all()
+    kept = before.set_index("candidate_id")["created_at"]
+    assert (after[after["generation"] == 0].set_index("candidate_id").loc[kept.index, "created_at"] == kept).all()
+    # Generation 1's selector and designer came from Prefect's cache: only generation 2's were sent again.
+    sent = {stage: again_server.count(stage) for stage in ("selector", "designer", "writer", "findings")}
+    assert sent == {"selector": 1, "designer": 1, "writer": 6, "findings": 2}
+    answered = ledger.calls("down")
+    answered = answered[answered["outcome"] == "ok"]
+    assert len(answered) == 2 + sum(sent.values()) and answered["prompt_sha256"].is_unique
+
+
+@pytest.mark.slow
+def test_prefect_server_killed_mid_run_ends_the_run_and_a_rerun_completes(tmp_path):
+    """`ksci evolve --simulate` against a real Prefect server on loopback; SIGKILL to the server once generation 1
+    has rows and a candidate holds a GPU slot. The flow must end by itself: each API call gives up after Prefect's
+    client retries (PREFECT_CLIENT_MAX_RETRIES, lowered here so that the test is quick), and a candidate that was
+    already waiting for a GPU slot gives up once the API has not answered for tasks.gpu.API_GRACE_S (whether one
+    was, depends on the moment; the next test makes sure of it). Then the server is started again on the same port and database; the slot held at the kill is
+    still taken there, and its lease, kept on disk (prefect.toml: lease_storage), lets the server's repossessor
+    free it about a minute after the kill (with leases in memory, Prefect's default, the rerun waited for ever)."""
+    port, home = _free_port(), tmp_path / "server"
+    api = f"http://127.0.0.1:{port}/api"
+    server = _start_prefect_server(port, home, tmp_path / "server-1.log")
+    command = EVOLVE + ["--generations", "3", "--run", "restarted", "--store", str(tmp_path / "store"), "--simulate"]
+    env = dict(os.environ, PREFECT_API_URL=api, PREFECT_HOME=str(tmp_path / "client"), PYTHONPATH=str(ROOT))
+    env["PREFECT_CLIENT_MAX_RETRIES"] = "2"  # Prefect's default, 5, spends about a minute on each call
+    store = LineageStore(tmp_path / "store")
+    log = open(tmp_path / "first.log", "w")  # noqa: SIM115 - handed to the child, closed below
+    first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while first.poll() is None and time.monotonic() < deadline:
+            rows = store.read("restarted")
+            if not rows.empty and (rows["generation"] >= 1).any():
+                os.killpg(server.pid, signal.SIGSTOP)  # frozen, so what its database says is what the kill leaves
+                if _gpu_slots_taken(home):
+                    break
+                os.killpg(server.pid, signal.SIGCONT)
+            time.sleep(0.1)
+        assert _gpu_slots_taken(home) == 1, "the kill should land while a candidate holds the GPU slot"
+        _stop(server, signal.SIGKILL)
+        try:
+            first.wait(timeout=240)
+        except subprocess.TimeoutExpired:
+            pytest.fail("ksci evolve still runs 4 minutes after its Prefect server died")
+    finally:
+        _stop(server, signal.SIGKILL)
+        _stop(first, signal.SIGKILL)
+        log.close()
+    out = (tmp_path / "first.log").read_text()
+    assert first.returncode == 1, out[-3000:]
+    assert re.search(r"^ksci: evolution restarted stopped: .*Prefect API", out, re.MULTILINE), out[-3000:]
+    assert "in cmd_evolve" not in out  # no traceback out of the CLI (Prefect's own log has the details)
+    before = store.read("restarted")  # readable, every row whole and once
+    assert before["candidate_id"].is_unique and 1 <= before["generation"].max() <= 2
+    # The dead server's database still counts the killed holder's slot; its lease is on disk for the restart.
+    leases = [json.loads(p.read_text()) for p in (home / "concurrency_leases").glob("*-*.json")]
+    assert _gpu_slots_taken(home) == 1 and sum(bool(lease["resource_ids"]) for lease in leases) == 1, leases
+
+    server = _start_prefect_server(port, home, tmp_path / "server-2.log")
+    try:
+        again = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+        assert _slots_taken(api) == 0
+    finally:
+        _stop(server, signal.SIGTERM)
+    after = store.read("restarted")
+    assert after.groupby("generation").size().to_dict() == {0: 3, 1: 3, 2: 3}
+    assert not after.duplicated(subset=["run", "candidate_id", "generation"]).any()
+    kept = before.set_index(["candidate_id", "generation"])["created_at"]
+    assert (after.set_index(["candidate_id", "generation"]).loc[kept.index, "created_at"] == kept).all()
+
+
+@pytest.mark.slow
+def test_a_wait_for_a_gpu_slot_ends_when_the_prefect_server_dies(tmp_path):
+    """A dead API looks like a busy GPU to Prefect (the slot acquisition times out either way), so a candidate that
+    was waiting for a slot when the server died waited for ever. Here a process holds the only slot of a limit
+    and waits for a second one (as a candidate waits behind another run's); once the server is killed, the wait
+    must end with PrefectApiUnreachable."""
+    port = _free_port()
+    server = _start_prefect_server(port, tmp_path / "server", tmp_path / "server.log")
+    env = dict(os.environ, PREFECT_API_URL=f"http://127.0.0.1:{port}/api", PREFECT_HOME=str(tmp_path / "client"))
+    env.update(PYTHONPATH=str(ROOT), PREFECT_CLIENT_MAX_RETRIES="2")
+    script = textwrap.dedent("""
+        import os
+        from tasks.gpu import any_free_gpu, ensure_gpu_limit
+        ensure_gpu_limit("fault-test")
+        with any_free_gpu(["fault-test"]):
+            print("holding the slot", flush=True)
+            try:
+                with any_free_gpu(["fault-test"]):
+                    print("a second slot of a limit of one", flush=True)
+            except Exception as exc:
+                print(f"{type(exc).__name__}: {exc}", flush=True)
+                os._exit(17)  # not through the outer slot's release, which cannot reach the API either
+    """)
+    log = open(tmp_path / "waiter.log", "w")  # noqa: SIM115 - handed to the child, closed below
+    waiter = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while "holding" not in (tmp_path / "waiter.log").read_text() and time.monotonic() < deadline:
+            assert waiter.poll() is None, (tmp_path / "waiter.log").read_text()[-3000:]
+            time.sleep(0.2)
+        time.sleep(3)  # well inside the wait for the second slot
+        _stop(server, signal.SIGKILL)
+        try:
+            waiter.wait(timeout=180)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the wait for a GPU slot goes on 3 minutes after the Prefect server died")
+    finally:
+        _stop(server, signal.SIGKILL)
+        if waiter.poll() is None:
+            waiter.kill()
+            waiter.wait()
+        log.close()
+    out = (tmp_path / "waiter.log").read_text()
+    assert waiter.returncode == 17, out[-3000:]
+    assert "PrefectApiUnreachable: waited for a GPU slot, but the Prefect API" in out and "has not answered" in out
+
+
+def _start_prefect_server(port: int, home: Path, log_path: Path) -> subprocess.Popen:
+    """`prefect server start` on loopback, run from the checkout so that it reads prefect.toml; waits until healthy."""
+    env = dict(os.environ, PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1")
+    env.pop("PREFECT_API_URL", None)
+    home.mkdir(parents=True, exist_ok=True)
+    prefect = Path(sys.executable).parent / "prefect"
+    command = [str(prefect), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+    with open(log_path, "w") as log:
+        server = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and server.poll() is None:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    _stop(server, signal.SIGKILL)
+    pytest.fail(f"the Prefect server did not start: {log_path.read_text()[-2000:]}")
+
+
+def _stop(process: subprocess.Popen, sig: signal.Signals) -> None:
+    """Signal the process group of a process started with start_new_session, then reap it."""
+    if process.poll() is None:
+        os.killpg(process.pid, sig)
+    process.wait(timeout=60)
+
+
+def _slots_taken(api: str) -> int:
+    """Slots taken now on the ksci GPU limits, as the Prefect server says (0 when it does not answer)."""
+    try:
+        limits = httpx.post(f"{api}/v2/concurrency_limits/filter", json={}, timeout=5).json()
+    except httpx.HTTPError:
+        return 0
+    return sum(limit["active_slots"] for limit in limits if limit["name"].startswith("ksci-gpu-"))
+
+
+def _free_port() -> int:
+    with closing(socket.socket()) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

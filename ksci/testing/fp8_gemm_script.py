@@ -9,6 +9,7 @@ It also misbehaves on purpose, to show that a bad answer costs only its candidat
   compile (repaired with the compile log); plan 3's first answer is prose without code (repaired); the findings
   answer is truncated (no findings stored for generation 2).
 Generation 0 is the seed templates, as in every run.
+`steady_script` is a second script that behaves well and answers in any order (for the fault tests).
 """
 
 from __future__ import annotations
@@ -147,3 +148,28 @@ budget_usd = 10.0
 prompt = 1.0
 completion = 4.0
 """
+
+
+def steady_script(design_sleep_s: float = 0.0) -> dict:
+    """A SCRIPT whose every answer repeats and matches by content, not by order: any number of LLM generations,
+    and a server restarted mid-run (a fresh server, its script unused) answers the rerun as the first would have.
+
+    The selector always picks the mma seed as Base; the designer always keeps GEN1's first three plans; each plan's
+    writer answers with its own real kernel, whatever the generation. `design_sleep_s` holds the designer's answer
+    back that long after the request arrived (the fault test stops the server in that window; the answer is still
+    delivered on the connection already open)."""
+    seed_mma = render_kernel(load_problem("fp8_gemm").template("cuda", "mma"), {})
+    seed_naive = render_kernel(load_problem("fp8_gemm").template("cuda", "naive"), {})
+    square, rows, halve = (p["title"] for p in GEN1[:3])
+    choice = {"base_id": candidate_id_of(seed_mma), "reference_id": candidate_id_of(seed_naive), "reason": "steady"}
+    finding = {"kind": "insight", "text": "Scripted finding: tile shapes were tried.", "evidence": "-"}
+    return {
+        "selector": [{"json": choice, "repeat": True}],
+        "designer": [{**_design(GEN1), "sleep": design_sleep_s, "repeat": True}],
+        "writer": [
+            {"match": PLAN + square, "content": _code(_mma(BM=128, BN=128, WARPS_M=4, WARPS_N=4)), "repeat": True},
+            {"match": PLAN + rows, "content": _code(_solution("mma_tuned.cu")), "repeat": True},
+            {"match": PLAN + halve, "content": _code(_mma(BM=64, BN=64, WARPS_M=2, WARPS_N=2)), "repeat": True},
+        ],
+        "findings": [{"json": {"findings": [finding]}, "repeat": True}],
+    }
