@@ -21,7 +21,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from flows.artifacts import generation_markdown, generation_table
 from flows.llm_generation import distil_findings, llm_candidates
 from ksci import PROJECT_ROOT
-from ksci.llm.config import LlmConfig
+from ksci.llm.config import LlmConfig, LlmConfigError, load_config
 from ksci.llm.ledger import LlmLedger
 from ksci.problem import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT
 from tasks.gpu import ensure_gpu_limit
@@ -152,11 +152,18 @@ def evolve(
     simulate: str | None = None,
     proposer: str = "tuning",
     llm: LlmConfig | None = None,
+    llm_config: str | None = None,
 ) -> list[dict]:
     """Run (or continue) an evolution. Generations already done replay from the cache.
 
-    proposer: "tuning" (Optuna over the seed templates) or "llm" (the LLM scientist, configured by `llm`).
+    proposer: "tuning" (Optuna over the seed templates) or "llm" (the LLM scientist, configured by `llm`; a
+    deployment, which cannot pass that object, leaves it out and the flow reads the worker's configuration: the
+    TOML file `llm_config`, else KSCI_LLM_CONFIG or ./ksci.toml, and the KSCI_LLM_* / OPENAI_* variables).
     An LLM run stops cleanly before a generation once its token or money budget is spent."""
+    if proposer not in ("tuning", "llm"):
+        raise ValueError(f"proposer {proposer!r}: expected 'tuning' or 'llm'")
+    if proposer == "llm" and llm is None:
+        llm = configured_llm(llm_config)
     run = run or new_run_name(problem, target)
     gpus = gpus or ["0"]
     for gpu in gpus:
@@ -188,6 +195,19 @@ def evolve(
         update_progress_artifact(progress, 100.0 * (generation + 1) / generations)
         print(_progress_line(summaries, generations))
     return summaries
+
+
+def configured_llm(path: str | None) -> LlmConfig:
+    """The LLM configuration of this machine, or a clear error before anything runs."""
+    llm = load_config(path)
+    if not llm.configured:
+        raise LlmConfigError(
+            "the llm proposer needs an endpoint on this worker: set KSCI_LLM_BASE_URL (or OPENAI_BASE_URL) or "
+            "KSCI_LLM_API_KEY / OPENAI_API_KEY in the worker's environment, or pass llm_config (a ksci.toml path)"
+        )
+    for stage in ("selector", "designer", "writer", "findings"):
+        llm.stage(stage)  # every stage has a model, or LlmConfigError says which has none
+    return llm
 
 
 def new_run_name(problem: str, target: str) -> str:

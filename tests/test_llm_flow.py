@@ -18,7 +18,7 @@ from prefect.testing.utilities import prefect_test_harness  # noqa: E402
 
 from flows.evolve import evolve  # noqa: E402
 from ksci.lineage import LineageStore  # noqa: E402
-from ksci.llm.config import load_config  # noqa: E402
+from ksci.llm.config import LlmConfigError, load_config  # noqa: E402
 from ksci.llm.ledger import LlmLedger  # noqa: E402
 from ksci.testing.fp8_gemm_script import demo_config_toml, demo_script  # noqa: E402
 from ksci.testing.scripted_llm_server import ScriptedLlmServer  # noqa: E402
@@ -127,6 +127,31 @@ def test_a_designer_that_stays_down_fails_the_generation_for_a_rerun(tmp_path):
         assert server.count("designer") == 2  # the call and one retry
     rows = LineageStore(tmp_path / "store").read("down")
     assert set(rows["generation"]) == {0}  # the seeds stay; generation 1 can be rerun
+
+
+def test_a_deployment_configures_the_llm_from_the_worker(tmp_path, monkeypatch):
+    """A deployment passes no LlmConfig object: the flow reads the config file named by llm_config (or the env)."""
+    with ScriptedLlmServer(demo_script(timeout_s=TIMEOUT_S)) as server:
+        path = tmp_path / "ksci.toml"
+        path.write_text(demo_config_toml(server.base_url, timeout_s=TIMEOUT_S, retry_delay_s=0.1))
+        summaries = evolve(
+            problem="fp8_gemm",
+            generations=2,
+            run="deployed",
+            children=3,
+            store_root=str(tmp_path / "store"),
+            simulate="",
+            proposer="llm",
+            llm_config=str(path),
+        )
+        assert server.count("designer") >= 1
+    assert summaries[1]["candidates"] >= 1
+    assert (LineageStore(tmp_path / "store").read("deployed")["proposer"] == "llm").any()
+    for name in ("KSCI_LLM_BASE_URL", "OPENAI_BASE_URL", "KSCI_LLM_API_KEY", "OPENAI_API_KEY", "KSCI_LLM_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path / "store")  # no ./ksci.toml here
+    with pytest.raises(LlmConfigError, match="needs an endpoint on this worker"):
+        evolve(problem="fp8_gemm", generations=1, run="none", store_root=str(tmp_path / "s2"), proposer="llm")
 
 
 def test_evolve_with_the_llm_proposer_and_no_endpoint_is_a_usage_error(tmp_path):
