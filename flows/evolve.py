@@ -205,8 +205,7 @@ def configured_llm(path: str | None) -> LlmConfig:
             "the llm proposer needs an endpoint on this worker: set KSCI_LLM_BASE_URL (or OPENAI_BASE_URL) or "
             "KSCI_LLM_API_KEY / OPENAI_API_KEY in the worker's environment, or pass llm_config (a ksci.toml path)"
         )
-    for stage in ("selector", "designer", "writer", "findings"):
-        llm.stage(stage)  # every stage has a model, or LlmConfigError says which has none
+    llm.require_models()
     return llm
 
 

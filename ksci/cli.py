@@ -282,8 +282,7 @@ def _proposer(args):
                     "KSCI_LLM_API_KEY / OPENAI_API_KEY for OpenAI, or --llm-base-url, or base_url in ksci.toml"
                 )
             return "tuning", None
-        for stage in ("selector", "designer", "writer", "findings"):
-            llm.stage(stage)  # every stage has a model
+        llm.require_models()
     except LlmConfigError as exc:
         if args.proposer == "auto" and not args.llm_config:
             # An OPENAI_API_KEY set for something else must not turn a plain `ksci evolve` into an error.

@@ -288,8 +288,7 @@ class LineageStore:
         return self.storage.files(self._run_dir(run), "part-*.parquet")
 
     def _read_part(self, path: str, columns: list[str] | None = None) -> pa.Table:
-        with self.storage.open(path) as f:
-            return pq.read_table(f, columns=columns)
+        return read_part(self.storage, path, columns)
 
     def _keys(self, run: str) -> set[tuple[str, str, int]]:
         keys = set()
@@ -297,6 +296,12 @@ class LineageStore:
             columns = self._read_part(path, list(KEY)).to_pydict()
             keys.update(zip(*(columns[k] for k in KEY), strict=True))
         return keys
+
+
+def read_part(storage: Storage, path: str, columns: list[str] | None = None) -> pa.Table:
+    """One Parquet part file of a store (the lineage's, or the LLM ledger's), wherever the store lives."""
+    with storage.open(path) as f:
+        return pq.read_table(f, columns=columns)
 
 
 def _check_run(run: str) -> None:

@@ -16,19 +16,13 @@ from prefect.tasks import exponential_backoff
 from ksci.llm.ask import Answer, Ledger, StageRequest, ask_stage
 from ksci.llm.client import TransientLlmError
 from ksci.llm.config import Budget, LlmConfig, Price, StageSettings
+from tasks.stages import retry_only_on
 
 LLM_CACHE = (INPUTS - "price" - "budget") + TASK_SOURCE
 
 
-def retry_on_transient(task, task_run, state) -> bool:
-    """Retry only what asking again can fix."""
-    try:
-        state.result()
-    except TransientLlmError:
-        return True
-    except Exception:
-        return False
-    return False
+# Retry only what asking again can fix.
+retry_on_transient = retry_only_on(TransientLlmError)
 
 
 @task(name="ask-llm", cache_policy=LLM_CACHE, retry_condition_fn=retry_on_transient, retry_jitter_factor=0.5)

@@ -38,15 +38,23 @@ CACHED = INPUTS + TASK_SOURCE
 LOGGED_OUTPUT_CHARS = 4000
 
 
-def retry_on_environment(task, task_run, state) -> bool:
-    """Retry only when the environment failed, never for what the candidate did."""
-    try:
-        state.result()
-    except EnvironmentProblem:
-        return True
-    except Exception:
+def retry_only_on(error: type[Exception]):
+    """A retry_condition_fn that retries a task only when it failed with `error` (or a subclass)."""
+
+    def condition(task, task_run, state) -> bool:
+        try:
+            state.result()
+        except error:
+            return True
+        except Exception:
+            return False
         return False
-    return False
+
+    return condition
+
+
+# Retry only when the environment failed, never for what the candidate did.
+retry_on_environment = retry_only_on(EnvironmentProblem)
 
 
 @task(name="read-population")

@@ -103,6 +103,11 @@ class LlmConfig:
         """An endpoint is configured: a base URL, or a key for OpenAI's default one."""
         return bool(self.base_url or (self.api_key_env and os.environ.get(self.api_key_env)))
 
+    def require_models(self) -> None:
+        """Raise LlmConfigError unless every stage has a model (so a run fails before it starts, not midway)."""
+        for stage in STAGES:
+            self.stage(stage)
+
     def stage(self, stage: str) -> StageSettings:
         if stage not in STAGES:
             raise LlmConfigError(f"unknown LLM stage {stage!r} (known: {', '.join(STAGES)})")

@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ksci.lineage import _check_run, _to_pandas
+from ksci.lineage import _check_run, _to_pandas, read_part
 from ksci.storage import Storage
 
 CALLS_SCHEMA = pa.schema(
@@ -126,12 +126,8 @@ class LlmLedger:
         parts = self.storage.files(self.storage.path(run, table_name), "part-*.parquet")
         if not parts:
             return _to_pandas(schema.empty_table())
-        frame = _to_pandas(pa.concat_tables([self._read_part(p).cast(schema) for p in parts]))
+        frame = _to_pandas(pa.concat_tables([read_part(self.storage, p).cast(schema) for p in parts]))
         return frame.sort_values(["generation", "created_at"], kind="stable").reset_index(drop=True)
-
-    def _read_part(self, path: str) -> pa.Table:
-        with self.storage.open(path) as f:
-            return pq.read_table(f)
 
 
 def summarize_calls(calls: pd.DataFrame) -> pd.DataFrame:
