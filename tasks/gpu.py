@@ -1,13 +1,21 @@
-"""Per-GPU global concurrency limits: each GPU runs one candidate at a time, and a candidate takes any free GPU."""
+"""Per-GPU global concurrency limits: each GPU runs one candidate at a time, and a candidate takes any free GPU.
+
+Within one process, candidates of older generations go first (GPU_PRIORITY): when generations overlap
+(`evolve(overlap=...)`), the oldest one finishes soonest, and the generation waiting on it can start compiling.
+"""
 
 from __future__ import annotations
 
+import itertools
 import re
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
 
+import httpx
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
 from prefect.concurrency.sync import concurrency
@@ -16,10 +24,47 @@ from prefect.server.concurrency.lease_storage.filesystem import ConcurrencyLease
 from prefect.settings import get_current_settings
 from prefect.utilities.asyncutils import run_coro_as_sync
 
-PROBE_TIMEOUT_S = 1.0  # how long one look at a busy GPU's slot waits before trying the next GPU
+TAKE_TIMEOUT_S = 10.0  # how long a request for a slot that looked free may take (a busy API can be slow)
+POLL_S = 0.1  # how often a waiting candidate looks for a free slot: the most a GPU idles between two candidates
 LEASE_S = 60.0  # a slot whose holder was killed is free again this long after the holder's last renewal
 REPOSSESS_EVERY_S = 5.0  # also how often a wait that finds every slot busy asks whether the API is there at all
 API_GRACE_S = 30.0  # a Prefect API that has not answered for this long ends the wait (a restart takes ~15 s)
+
+
+# The generation a task belongs to (set in the generation flow; submitted tasks inherit it): lower goes first.
+GPU_PRIORITY: ContextVar[int] = ContextVar("ksci_gpu_priority", default=0)
+
+
+class _Queue:
+    """The candidates of this process waiting for a GPU, by (priority, arrival); only the first `width` of them
+    ask Prefect for a slot. Other processes and hosts are not ordered: Prefect's limits alone arbitrate there."""
+
+    def __init__(self) -> None:
+        self._lock, self._waiting, self._arrivals = threading.Lock(), set(), itertools.count()
+
+    def join(self) -> tuple[int, int]:
+        ticket = (GPU_PRIORITY.get(), next(self._arrivals))
+        with self._lock:
+            self._waiting.add(ticket)
+        return ticket
+
+    def leave(self, ticket: tuple[int, int]) -> None:
+        with self._lock:
+            self._waiting.discard(ticket)
+
+    def may_ask(self, ticket: tuple[int, int], width: int) -> bool:
+        with self._lock:
+            return sum(1 for other in self._waiting if other < ticket) < width
+
+
+_QUEUES: dict[tuple[str, ...], _Queue] = {}  # one per set of GPUs
+_QUEUES_LOCK = threading.Lock()
+_TAKING = threading.Lock()
+
+
+def _queue_of(gpus: list[str]) -> _Queue:
+    with _QUEUES_LOCK:
+        return _QUEUES.setdefault(tuple(gpus), _Queue())
 
 
 class PrefectApiUnreachable(RuntimeError):
@@ -53,35 +98,73 @@ def any_free_gpu(gpus: list[str]) -> Iterator[str]:
 
     The limits are Prefect's, so this holds across the flows and workers of this host that share one Prefect
     server; other hosts have limits of their own names.
-    A slot that cannot be had because the API is gone (a Prefect server killed or restarted) looks the same as a
-    busy one to Prefect (a TimeoutError), so a long wait asks the API's health now and then and gives up with
-    PrefectApiUnreachable once it has not answered for API_GRACE_S; without that the wait would never end.
+    A slot that cannot be had because the API is gone (a Prefect server killed or restarted) is treated as a busy
+    one, so a long wait asks the API's health now and then and gives up with PrefectApiUnreachable once it has not
+    answered for API_GRACE_S; without that the wait would never end.
+    Of this process's waiters for the same GPUs, the ones with the lowest GPU_PRIORITY ask first, and only as
+    many as there are GPUs; a freed GPU is taken within POLL_S.
     """
     last_look = time.monotonic()
     unreachable_since: float | None = None
-    while True:
-        for gpu in gpus:
-            stack = ExitStack()
-            try:
-                stack.enter_context(
-                    concurrency(
-                        gpu_limit_name(gpu),
-                        occupy=1,
-                        timeout_seconds=PROBE_TIMEOUT_S,
-                        strict=True,
-                        lease_duration=LEASE_S,
-                    )
+    queue = _queue_of(gpus)
+    ticket = queue.join()
+    try:
+        while True:
+            held = _take_one(gpus) if queue.may_ask(ticket, len(gpus)) else None
+            if held is not None:
+                queue.leave(ticket)
+                gpu, stack = held
+                with stack:
+                    yield gpu
+                return
+            if time.monotonic() - last_look > REPOSSESS_EVERY_S:
+                unreachable_since = _check_api(unreachable_since)
+                repossess_expired_leases()
+                last_look = time.monotonic()
+            time.sleep(POLL_S)
+    finally:
+        queue.leave(ticket)
+
+
+def _take_one(gpus: list[str]) -> tuple[str, ExitStack] | None:
+    """A GPU whose slot is free, with the stack that holds it; None when every slot is taken.
+
+    Only a GPU whose limit shows a free slot is asked for it: a request for a busy one would wait out its timeout
+    in Prefect's one acquisition service, holding up every other request of this process meanwhile."""
+    with _TAKING, get_client(sync_client=True) as client:  # one look-and-take at a time in this process
+        try:
+            return _take_free(gpus, client)
+        except (httpx.TransportError, httpx.HTTPStatusError) as exc:
+            if isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code < 500:
+                raise
+            return None  # the API is not answering: the wait's health checks decide when to give up
+
+
+def _take_free(gpus: list[str], client) -> tuple[str, ExitStack] | None:
+    limits = {gpu: client.read_global_concurrency_limit_by_name(gpu_limit_name(gpu)) for gpu in gpus}
+    for gpu in gpus:
+        if limits[gpu].active_slots >= limits[gpu].limit:
+            continue
+        stack = ExitStack()
+        try:  # max_retries=0: if another process took the slot meanwhile, Prefect says so at once (423 Locked)
+            stack.enter_context(
+                concurrency(
+                    gpu_limit_name(gpu),
+                    occupy=1,
+                    timeout_seconds=TAKE_TIMEOUT_S,
+                    max_retries=0,
+                    strict=True,
+                    lease_duration=LEASE_S,
                 )
-            except TimeoutError:
-                continue
-            with stack:
-                yield gpu
-            return
-        if time.monotonic() - last_look > REPOSSESS_EVERY_S:
-            unreachable_since = _check_api(unreachable_since)
-            repossess_expired_leases()
-            last_look = time.monotonic()
-        time.sleep(0.2)
+            )
+        except httpx.HTTPStatusError as exc:
+            if exc.response.status_code != httpx.codes.LOCKED:
+                raise
+            continue
+        except TimeoutError:
+            continue  # the API did not answer in time; the wait's health checks decide whether it is gone
+        return gpu, stack
+    return None
 
 
 def _check_api(unreachable_since: float | None) -> float | None:
