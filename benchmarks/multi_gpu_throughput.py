@@ -5,8 +5,11 @@ then on every visible GPU, each in its own process, and prints candidates per ho
 whole process (Python and Prefect start-up included, as `ksci evolve` on a laptop) and over the evolution alone
 with Prefect's API already up (as a deployment, whose server runs all the time). From the lineage, it then
 checks every GPU's busy windows (verify and benchmark of each candidate, recorded by the parent around each
-harness process) for overlaps.
-    python benchmarks/multi_gpu_throughput.py --problem fp8_gemm --generations 2 --children 12
+harness process) for overlaps, and how busy the GPUs were between the first window's start and the last one's end.
+Both runs use the same `--overlap` (generations side by side; 0 runs them one after the other).
+    python benchmarks/multi_gpu_throughput.py --problem fp8_gemm --generations 3 --children 12 --overlap 1
+A device call has a time limit, so the two runs can be split: `--only 1 --save one.json`, then
+`--only N --baseline one.json` prints both rows.
 """
 
 from __future__ import annotations
@@ -29,17 +32,28 @@ def run_once(args, gpus: list[str], work: Path) -> dict:
     env = dict(os.environ, KSCI_COMPILE_CACHE=str(work / f"cache-{label}"), PREFECT_HOME=str(work / f"prefect-{label}"))
     store = work / f"store-{label}"
     command = [sys.executable, __file__, "--problem", args.problem, "--generations", str(args.generations)]
-    command += ["--children", str(args.children), "--_evolve", ",".join(gpus), label, str(store)]
+    command += ["--children", str(args.children), "--overlap", str(args.overlap)]
+    command += ["--_evolve", ",".join(gpus), label, str(store)]
     command += ["--simulate", args.simulate] if args.simulate is not None else []
+    log = (args.logs or work) / f"{label}.log"  # written as it goes: a run cut short still shows how far it got
     start = time.monotonic()
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    with log.open("w") as out:
+        done = subprocess.run(command, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
     wall = time.monotonic() - start
+    lines = log.read_text().splitlines()
     if done.returncode != 0:
-        print(done.stdout[-3000:], done.stderr[-3000:])
-        raise SystemExit(f"{label}: the evolution failed")
-    timed = json.loads(done.stdout.strip().splitlines()[-1])
+        print("\n".join(lines[-40:]))
+        raise SystemExit(f"{label}: the evolution failed (log: {log})")
+    timed = json.loads(next(line for line in reversed(lines) if line.startswith('{"startup_s"')))
     rows = LineageStore(store).read(label)
-    return {"label": label, "gpus": len(gpus), "wall_s": wall, "candidates": len(rows), "rows": rows, **timed}
+    return {
+        "label": label,
+        "gpus": len(gpus),
+        "wall_s": wall,
+        "candidates": len(rows),
+        "windows": busy_windows(rows),
+        **timed,
+    }
 
 
 def evolve_timed(args, gpus: str, run: str, store: str) -> None:
@@ -62,8 +76,9 @@ def evolve_timed(args, gpus: str, run: str, store: str) -> None:
         store_root=store,
         gpus=gpus.split(","),
         simulate=args.simulate,
+        overlap=args.overlap,
     )
-    print(json.dumps({"startup_s": up - started, "evolution_s": time.monotonic() - up}))
+    print(json.dumps({"startup_s": up - started, "evolution_s": time.monotonic() - up}), flush=True)
 
 
 def busy_windows(rows) -> dict[str, list[tuple[float, float, str]]]:
@@ -82,35 +97,61 @@ def overlaps(windows: list[tuple[float, float, str]]) -> int:
     return sum(1 for a, b in zip(ordered, ordered[1:], strict=False) if b[0] < a[1])
 
 
+def busy_share(windows: dict[str, list]) -> float | None:
+    """Busy time over (GPUs x the span from the first window's start to the last one's end)."""
+    every = [w for ws in windows.values() for w in ws]
+    if not every:
+        return None
+    span = max(w[1] for w in every) - min(w[0] for w in every)
+    return sum(w[1] - w[0] for w in every) / (len(windows) * span) if span > 0 else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--problem", default="fp8_gemm")
-    parser.add_argument("--generations", type=int, default=2)
+    parser.add_argument("--generations", type=int, default=3)
     parser.add_argument("--children", type=int, default=12)
+    parser.add_argument("--overlap", type=int, default=1, help="generations side by side (0: one after the other)")
     parser.add_argument("--gpus", help="the GPUs of the N-GPU run (default: every visible GPU)")
+    parser.add_argument("--only", choices=("1", "N"), help="run only the 1-GPU or only the N-GPU evolution")
+    parser.add_argument("--save", type=Path, help="write the results (JSON) here")
+    parser.add_argument("--baseline", type=Path, help="the 1-GPU results of an earlier --save, instead of a run")
+    parser.add_argument("--logs", type=Path, help="folder for each evolution's log (default: a temporary one)")
     parser.add_argument("--simulate", help="replay this recording instead of a GPU (to try the script on a CPU)")
     parser.add_argument("--_evolve", nargs=3, metavar=("GPUS", "RUN", "STORE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args._evolve:
         return evolve_timed(args, *args._evolve)
     every = args.gpus.split(",") if args.gpus else visible_gpus("cuda") or visible_gpus("rocm")
+    results = json.loads(args.baseline.read_text()) if args.baseline else []
     with tempfile.TemporaryDirectory(prefix="ksci-throughput-") as tmp:
-        results = [run_once(args, ["0"], Path(tmp)), run_once(args, every, Path(tmp))]
-    whole = results[0]["candidates"] / results[0]["wall_s"]
-    alone = results[0]["candidates"] / results[0]["evolution_s"]
+        for gpus in ([["0"]] if args.only != "N" and not args.baseline else []) + ([every] if args.only != "1" else []):
+            results.append(run_once(args, gpus, Path(tmp)))
+            if args.save:  # after each run: a later one cut short leaves this one's results
+                args.save.write_text(json.dumps(results))
+    print_table(results, args)
+
+
+def print_table(results: list[dict], args) -> None:
+    one = next((r for r in results if r["gpus"] == 1), None)
+    print(f"{args.problem}, {args.generations} generations of {args.children}, overlap {args.overlap}")
     print(
         "| GPUs | candidates | process s | candidates/hour | x 1 GPU | Prefect start-up s | evolution s "
-        "| candidates/hour | x 1 GPU | busy windows by GPU | overlaps |"
+        "| candidates/hour | x 1 GPU | GPUs busy | busy windows by GPU | overlaps |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     for r in results:
-        windows = busy_windows(r["rows"])
+        windows = r["windows"]
         rate, rate_alone = r["candidates"] / r["wall_s"], r["candidates"] / r["evolution_s"]
+        x_whole = f"{rate / (one['candidates'] / one['wall_s']):.2f}" if one else "-"
+        x_alone = f"{rate_alone / (one['candidates'] / one['evolution_s']):.2f}" if one else "-"
         counts = ", ".join(f"GPU {gpu}: {len(w)}" for gpu, w in sorted(windows.items()))
+        share = busy_share(windows)
         print(
-            f"| {r['gpus']} | {r['candidates']} | {r['wall_s']:.1f} | {3600 * rate:.0f} | {rate / whole:.2f} "
-            f"| {r['startup_s']:.1f} | {r['evolution_s']:.1f} | {3600 * rate_alone:.0f} | {rate_alone / alone:.2f} "
-            f"| {counts} | {sum(overlaps(w) for w in windows.values())} |"
+            f"| {r['gpus']} | {r['candidates']} | {r['wall_s']:.1f} | {3600 * rate:.0f} | {x_whole} "
+            f"| {r['startup_s']:.1f} | {r['evolution_s']:.1f} | {3600 * rate_alone:.0f} | {x_alone} "
+            f"| {'-' if share is None else f'{100 * share:.0f}%'} | {counts} "
+            f"| {sum(overlaps(w) for w in windows.values())} |"
         )
 
 

@@ -6,11 +6,17 @@ With the LLM proposer, the selector, experiment designer and kernel writer repla
 (flows/llm_generation.py), and a findings call closes the generation.
 Every stage's result is cached by its inputs, and proposals are a deterministic function of the generations
 before, so a rerun of a failed or killed generation reuses what had finished and records no row twice.
+With `overlap` k > 0 (tuning proposer), generations run side by side: generation g learns from the generations
+before max(1, g - k) and starts while the k before it are still on the GPUs (flows/pipeline.py), so that several
+GPUs are not left waiting at each generation's start and end.
 """
 
 from __future__ import annotations
 
 import re
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
+from contextvars import copy_context
 from datetime import UTC, datetime
 
 from prefect import flow, get_run_logger
@@ -20,11 +26,12 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.artifacts import generation_markdown, generation_table
 from flows.llm_generation import distil_findings, llm_candidates
+from flows.pipeline import board_of, horizon, open_board
 from ksci import PROJECT_ROOT
 from ksci.llm.config import LlmConfig, LlmConfigError, load_config
 from ksci.llm.ledger import LlmLedger
 from ksci.problem import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT
-from tasks.gpu import ensure_gpu_limit
+from tasks.gpu import GPU_PRIORITY, ensure_gpu_limit
 from tasks.stages import (
     benchmark_kernel,
     compile_kernel,
@@ -58,12 +65,15 @@ def evolve_generation(
     simulate: str | None = None,
     proposer: str = "tuning",
     llm: LlmConfig | None = None,
+    overlap: int = 0,
 ) -> dict:
     logger = get_run_logger()
     dialect = DIALECT_OF_TARGET[target]
     turn_seed = seed * 100_003 + generation
-    population = read_population(store_root, run, generation)
+    learns_from = horizon(generation, overlap)
+    population = read_population(store_root, run, learns_from)
     gpus = gpus or ["0"]
+    GPU_PRIORITY.set(generation)  # with overlapping generations, the older ones' candidates take a free GPU first
 
     def evaluate(source, meta: dict) -> tuple:
         """Submit one source's chain: hipify, compile, verify, benchmark, store, record."""
@@ -84,8 +94,19 @@ def evolve_generation(
         )
         logger.info("generation %d: %d candidates from the LLM%s", generation, len(pending), f" ({note})" * bool(note))
     else:
-        selections = select(strategy, population, children, turn_seed)
-        proposals = hypothesize(problem, dialect, population, selections, children, turn_seed)
+        proposals = _propose(
+            problem,
+            dialect,
+            run,
+            generation,
+            population,
+            learns_from,
+            overlap,
+            strategy,
+            children,
+            turn_seed,
+            store_root,
+        )
         proposer = "seed" if population.empty else "tuning"
         logger.info("generation %d: %d proposals from %s", generation, len(proposals), proposer)
         pending = []
@@ -128,6 +149,32 @@ def evolve_generation(
     return {**summary, "rows": rows}
 
 
+def _propose(problem, dialect, run, generation, population, learns_from, overlap, strategy, children, seed, store_root):
+    """Select and hypothesize; in an overlapping run, avoid what the generations still running proposed and hand
+    this generation's proposals on to the ones after it (flows/pipeline.py)."""
+    board = board_of(store_root, run) if overlap else None
+    try:
+        in_flight = [p for earlier in range(learns_from, generation) for p in board.proposals(earlier)] if board else []
+        selections = select(strategy, population, children, seed)
+        proposals = hypothesize(problem, dialect, population, selections, children, seed, in_flight or None)
+    except BaseException as exc:
+        if board:
+            board.post(generation, exc)
+        raise
+    if board:
+        board.post(generation, proposals)
+    return proposals
+
+
+def _run_overlapping(arguments: dict) -> dict:
+    """One generation of an overlapping run: a subflow of evolve, in a thread of its own."""
+    try:
+        return evolve_generation(**arguments)
+    except BaseException as exc:  # one that failed before proposing must not leave the generations after it waiting
+        board_of(arguments["store_root"], arguments["run"]).post(arguments["generation"], exc)
+        raise
+
+
 def _count(counts: dict, stage: str, state_name: str) -> None:
     if state_name == "Cached":
         counts[f"{stage}_cache_hits"] += 1
@@ -153,15 +200,23 @@ def evolve(
     proposer: str = "tuning",
     llm: LlmConfig | None = None,
     llm_config: str | None = None,
+    overlap: int = 0,
 ) -> list[dict]:
     """Run (or continue) an evolution. Generations already done replay from the cache.
 
     proposer: "tuning" (Optuna over the seed templates) or "llm" (the LLM scientist, configured by `llm`; a
     deployment, which cannot pass that object, leaves it out and the flow reads the worker's configuration: the
     TOML file `llm_config`, else KSCI_LLM_CONFIG or ./ksci.toml, and the KSCI_LLM_* / OPENAI_* variables).
-    An LLM run stops cleanly before a generation once its token or money budget is spent."""
+    An LLM run stops cleanly before a generation once its token or money budget is spent.
+    overlap: how many generations a new one may overlap (tuning proposer only; flows/pipeline.py). 0 keeps them
+    strictly one after the other; 1 keeps several GPUs busy across generation boundaries."""
     if proposer not in ("tuning", "llm"):
         raise ValueError(f"proposer {proposer!r}: expected 'tuning' or 'llm'")
+    if overlap < 0 or (overlap and proposer == "llm"):
+        raise ValueError(
+            f"overlap {overlap}: expected 0 or more, and 0 with the llm proposer (an LLM generation learns from the "
+            "results and findings of the one just before it)"
+        )
     if proposer == "llm" and llm is None:
         llm = configured_llm(llm_config)
     run = run or new_run_name(problem, target)
@@ -169,32 +224,59 @@ def evolve(
     for gpu in gpus:
         ensure_gpu_limit(gpu)
     progress = create_progress_artifact(0.0, key=_artifact_key(f"{run}-progress"), description=f"evolution {run}")
-    summaries = []
+    summaries: list[dict] = []
+
+    def finished(summary: dict) -> None:
+        summaries.append(summary)
+        update_progress_artifact(progress, 100.0 * len(summaries) / generations)
+        print(_progress_line(summaries, generations))
+
+    arguments = dict(
+        problem=problem,
+        target=target,
+        run=run,
+        children=children,
+        strategy=strategy,
+        seed=seed,
+        store_root=store_root,
+        arch=arch,
+        gpus=gpus,
+        simulate=simulate,
+        proposer=proposer,
+        llm=llm,
+    )
+    if overlap:
+        with open_board(store_root, run):
+            _side_by_side(generations, overlap, arguments, finished)
+        return summaries
     for generation in range(generations):
         stop = _budget_spent(store_root, run, llm) if proposer == "llm" else None
         if stop:
             print(f"evolution {run} stops before generation {generation}: {stop}")
             break
-        summaries.append(
-            evolve_generation(
-                problem,
-                target,
-                run,
-                generation,
-                children,
-                strategy,
-                seed,
-                store_root,
-                arch,
-                gpus,
-                simulate,
-                proposer,
-                llm,
-            )
-        )
-        update_progress_artifact(progress, 100.0 * (generation + 1) / generations)
-        print(_progress_line(summaries, generations))
+        finished(evolve_generation(generation=generation, **arguments))
     return summaries
+
+
+def _side_by_side(generations: int, overlap: int, arguments: dict, finished) -> None:
+    """Start each generation as soon as the generations it learns from are done. When one fails, those already
+    running still finish (and record what they did) before its error ends the run.
+
+    The generations are subflows called from threads (with this flow's context, as Prefect's own task runner
+    does), not tasks: a generation called inside a task would run in that task's transaction, and a failed
+    generation would then take its finished stages' cache records down with it."""
+    running: dict[int, Future] = {}
+    with ThreadPoolExecutor(max_workers=overlap + 1, thread_name_prefix="generation") as pool:
+        try:
+            for generation in range(generations):
+                for done in sorted(g for g in running if g < horizon(generation, overlap)):
+                    finished(running.pop(done).result())
+                work = {**arguments, "generation": generation, "overlap": overlap}
+                running[generation] = pool.submit(copy_context().run, _run_overlapping, work)
+            for done in sorted(running):
+                finished(running.pop(done).result())
+        finally:
+            futures_wait(list(running.values()))
 
 
 def configured_llm(path: str | None) -> LlmConfig:

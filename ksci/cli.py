@@ -90,6 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--arch")
     p.add_argument("--gpus", help="comma-separated GPU indices to spread candidates over (default: every visible GPU)")
     p.add_argument(
+        "--overlap",
+        type=int,
+        help="generations a new one may overlap, so that GPUs never wait for a generation's compiles or its slowest "
+        "candidate; it then learns from the generations before those (tuning proposer only; default: 1 on "
+        "several GPUs, else 0)",
+    )
+    p.add_argument(
         "--store", help="lineage store: a folder or an fsspec URL such as s3://bucket/runs (default: data/runs)"
     )
     p.add_argument(
@@ -213,6 +220,10 @@ def cmd_evolve(args) -> int:
             "(--simulate replays recorded timings, for trying the loop out)"
         )
     proposer, llm = _proposer(args)
+    if args.overlap is not None and (args.overlap < 0 or (args.overlap and proposer == "llm")):
+        raise UsageError(
+            "--overlap must be 0 or more, and 0 with the llm proposer (it learns from the generation before)"
+        )
     from ksci.embedded import configure_prefect
 
     configure_prefect()
@@ -220,6 +231,7 @@ def cmd_evolve(args) -> int:
 
     store = str(args.store or DEFAULT_STORE)
     run, gpus = args.run or new_run_name(args.problem, args.target), _gpus(args)
+    overlap = args.overlap if args.overlap is not None else int(proposer == "tuning" and len(gpus) > 1)
     try:
         summaries = evolve(
             problem=args.problem,
@@ -235,6 +247,7 @@ def cmd_evolve(args) -> int:
             simulate=args.simulate,
             proposer=proposer,
             llm=llm,
+            overlap=overlap,
         )
     except (UsageError, ProblemError, ToolchainMissing, EnvironmentProblem):
         raise  # main() says these in one line, with their own exit codes

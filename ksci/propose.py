@@ -63,8 +63,10 @@ def propose_tuning(
     selections: list[Selection],
     count: int,
     seed: int,
+    in_flight: list[Proposal] | None = None,
 ) -> list[Proposal]:
-    """Up to `count` distinct, never-evaluated (template, params) points; deterministic for a fixed seed."""
+    """Up to `count` distinct (template, params) points, none evaluated and none `in_flight` (proposed by a
+    generation that is still running); deterministic for a fixed seed."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     templates = {t.name: t for t in problem.templates_for(dialect)}
     if count <= 0 or not templates:
@@ -72,6 +74,7 @@ def propose_tuning(
     rng = random.Random(seed)
     rows = _rows_of_dialect(population, dialect, templates)
     points = [(r["template"], _params_of(r, templates)) for _, r in rows.iterrows()]
+    points += [(p.template, p.params) for p in in_flight or []]
     batch = _Batch(count, {_key(name, params) for name, params in points if params is not None})
     tried = set(rows["template"].dropna())
     for name, spec in templates.items():
@@ -99,7 +102,7 @@ def propose_tuning(
 
 
 class _Batch:
-    """The proposals so far, and every (template, params) point already evaluated or proposed."""
+    """The proposals so far, and every (template, params) point already evaluated, in flight or proposed."""
 
     def __init__(self, count: int, evaluated: set[tuple[str, str]]) -> None:
         self.count, self.seen, self.proposals = count, evaluated, []

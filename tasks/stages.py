@@ -72,9 +72,15 @@ def select(strategy: str, population: pd.DataFrame, count: int, seed: int) -> li
 
 @task(name="hypothesize", cache_policy=CACHED)
 def hypothesize(
-    problem: str, dialect: str, population: pd.DataFrame, selections: list[Selection], count: int, seed: int
+    problem: str,
+    dialect: str,
+    population: pd.DataFrame,
+    selections: list[Selection],
+    count: int,
+    seed: int,
+    in_flight: list[Proposal] | None = None,
 ) -> list[Proposal]:
-    return propose_tuning(load_problem(problem), dialect, population, selections, count, seed)
+    return propose_tuning(load_problem(problem), dialect, population, selections, count, seed, in_flight)
 
 
 @task(name="render", cache_policy=CACHED)

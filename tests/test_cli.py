@@ -37,6 +37,7 @@ def test_problems_lists_the_shipped_problems():
         (["evaluate", "--problem", "fp8_gemm", "--source", "missing.cu"], "no such file: missing.cu"),
         (["render", "--problem", "fp8_gemm", "--template", "naive", "--param", "BLOCK_X=7"], "is not one of"),
         (["render", "--problem", "fp8_gemm", "--template", "nope"], "has no cuda template 'nope'"),
+        (["evolve", "--problem", "fp8_gemm", "--simulate", "", "--overlap", "-1"], "--overlap must be 0 or more"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, message):

@@ -27,9 +27,10 @@ def harness():
 
 
 RECORDING = Path(__file__).parent / "data" / "fp8_gemm_h200_recording.json"  # from a real H200 run
+BROKEN = {"status": "environment_error"}  # the simulator's GPU goes away while this point runs
 
 
-def _run(tmp_path, run: str, recording=None, generations: int = 2):
+def _run(tmp_path, run: str, recording=None, generations: int = 2, overlap: int = 0, gpus=None):
     return evolve(
         problem="fp8_gemm",
         target="cuda",
@@ -38,6 +39,8 @@ def _run(tmp_path, run: str, recording=None, generations: int = 2):
         children=3,
         store_root=str(tmp_path / "store"),
         simulate=str(recording) if recording else "",
+        overlap=overlap,
+        gpus=gpus,
     )
 
 
@@ -99,6 +102,49 @@ def test_a_generation_that_fails_midway_reruns_from_the_cache(tmp_path):
     assert len(rows) == 3 and default in set(rows["params_json"]) and rows["candidate_id"].is_unique
     assert summary["compile_cache_hits"] == 3 and summary["compiled"] == 0  # every compile had finished
     assert summary["benchmark_cache_hits"] == 2 and summary["benchmarked"] == 1  # only the failed one runs again
+
+
+def test_overlapping_generations_learn_from_their_horizon_and_repeat_nothing(tmp_path):
+    summaries = _run(tmp_path, "overlap", RECORDING, generations=5, overlap=1, gpus=["0", "1"])
+    rows = LineageStore(tmp_path / "store").read("overlap")
+    assert [s["generation"] for s in summaries] == [0, 1, 2, 3, 4]
+    assert rows["candidate_id"].is_unique and len(rows) == sum(s["candidates"] for s in summaries)
+    assert not rows[["template", "params_json"]].duplicated().any()  # nothing proposed while it was in flight
+    generation_of = dict(zip(rows["candidate_id"], rows["generation"], strict=True))
+    for _, child in rows[rows["generation"] >= 1].iterrows():
+        # Generation g learns only from the generations before max(1, g - 1): its parents come from there.
+        assert generation_of[child["parent_id"]] < max(1, child["generation"] - 1)
+    devices = {json.loads(r)["gpu_window"]["device"] for r in rows[rows["status"] == "ok"]["fingerprint_json"]}
+    assert devices == {"0", "1"}
+
+    again = _run(tmp_path, "overlap", RECORDING, generations=5, overlap=1, gpus=["0", "1"])
+    assert len(LineageStore(tmp_path / "store").read("overlap")) == len(rows)
+    assert all(s["compiled"] == 0 and s["benchmarked"] == 0 for s in again)  # proposals, keys: all the same
+
+
+def test_an_overlapping_generation_that_fails_lets_the_next_finish_and_reruns(tmp_path):
+    recording = tmp_path / "recording.json"
+    recording.write_text("[]")
+    _run(tmp_path, "probe", recording, generations=2)
+    probe = LineageStore(tmp_path / "store").read("probe")
+    doomed = probe[probe["generation"] == 1].iloc[0]  # generation 1's proposals do not depend on the run's name
+
+    flaky = tmp_path / "flaky.json"
+    flaky.write_text(
+        json.dumps([{"template": doomed["template"], "params": json.loads(doomed["params_json"])} | BROKEN])
+    )
+    with pytest.raises(Exception, match="GPU went away"):
+        _run(tmp_path, "flaky", flaky, generations=4, overlap=1)
+    rows = LineageStore(tmp_path / "store").read("flaky")
+    # Generation 2 ran beside the failing generation 1 and finished; generation 3 (which learns from 1) never began.
+    assert sorted(rows["generation"].value_counts().items()) == [(0, 3), (1, 2), (2, 3)]
+
+    flaky.write_text("[]")  # the GPU is back
+    summaries = _run(tmp_path, "flaky", flaky, generations=4, overlap=1)
+    rows = LineageStore(tmp_path / "store").read("flaky")
+    assert sorted(rows["generation"].value_counts().items()) == [(0, 3), (1, 3), (2, 3), (3, 3)]
+    assert rows["candidate_id"].is_unique
+    assert summaries[1]["benchmarked"] == 1 and summaries[2]["benchmarked"] == 0  # only the failed one again
 
 
 def test_the_terminal_progress_line_shows_the_best_so_far():

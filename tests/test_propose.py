@@ -132,6 +132,17 @@ def test_proposals_are_new_distinct_in_space_and_deterministic(tmp_path: Path) -
     assert all(p.parent_id is None or p.parent_id in known for p in proposals)
 
 
+def test_points_in_flight_are_never_proposed_again(tmp_path: Path) -> None:
+    problem = make_problem(MMA, NAIVE)
+    frame = frame_of([evaluated("mma", MMA.default), evaluated("naive", NAIVE.default)], tmp_path)
+    selections = select_parents("elitist", frame, 2, seed=0)
+    earlier = propose_tuning(problem, "cuda", frame, selections, 6, seed=5)  # a generation still running
+    later = propose_tuning(problem, "cuda", frame, selections, 6, seed=5, in_flight=earlier)
+    assert len(later) == 6 and not {key(p) for p in later} & {key(p) for p in earlier}
+    assert not {key(p) for p in later} & keys_of(frame)
+    assert later == propose_tuning(problem, "cuda", frame, selections, 6, seed=5, in_flight=earlier)
+
+
 def test_neighbours_of_the_parent_come_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ksci.propose, "SWITCH_PROBABILITY", 0.0)
     problem = make_problem(MMA, NAIVE)

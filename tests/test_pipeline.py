@@ -1,0 +1,71 @@
+"""Overlapping generations without Prefect: horizons, the proposal board, and the GPU waiting order."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from flows.pipeline import GenerationFailed, ProposalBoard, board_of, horizon, open_board
+from ksci.propose import Proposal
+from tasks.gpu import GPU_PRIORITY, _Queue
+
+
+def test_a_generation_learns_from_the_seeds_and_from_those_it_does_not_overlap():
+    assert [horizon(g, 0) for g in range(5)] == [0, 1, 2, 3, 4]
+    assert [horizon(g, 1) for g in range(5)] == [0, 1, 1, 2, 3]
+    assert [horizon(g, 2) for g in range(6)] == [0, 1, 1, 1, 2, 3]
+    with pytest.raises(ValueError, match="expected 0 or more"):
+        horizon(3, -1)
+
+
+def test_the_board_hands_proposals_on_and_waits_for_them():
+    board = ProposalBoard()
+    proposal = Proposal("naive", {"BLOCK_X": 16}, None, None, "why")
+    got = []
+    reader = threading.Thread(target=lambda: got.append(board.proposals(4)))
+    reader.start()
+    reader.join(0.2)
+    assert reader.is_alive()  # generation 4 has not proposed yet
+    board.post(4, [proposal])
+    reader.join(5)
+    assert got == [[proposal]]
+    board.post(4, [])  # a second post (a failure after proposing) changes nothing
+    assert board.proposals(4) == [proposal]
+
+
+def test_a_generation_that_failed_before_proposing_fails_the_ones_waiting_on_it():
+    board = ProposalBoard()
+    board.post(2, RuntimeError("the GPU went away"))
+    with pytest.raises(GenerationFailed, match="generation 2 failed before proposing: the GPU went away"):
+        board.proposals(2)
+
+
+def test_boards_belong_to_one_evolve_run_at_a_time():
+    with pytest.raises(RuntimeError, match="run it through the evolve flow"):
+        board_of("store", "lonely")
+    with open_board("store", "run") as board:
+        assert board_of("store", "run") is board
+        with pytest.raises(RuntimeError, match="already being evolved"), open_board("store", "run"):
+            pass
+    with pytest.raises(RuntimeError):
+        board_of("store", "run")
+
+
+def test_older_generations_ask_for_a_gpu_first():
+    queue = _Queue()
+
+    def ticket(generation: int):
+        token = GPU_PRIORITY.set(generation)
+        try:
+            return queue.join()
+        finally:
+            GPU_PRIORITY.reset(token)
+
+    newer, older, oldest = ticket(3), ticket(2), ticket(1)
+    assert queue.may_ask(oldest, 1) and not queue.may_ask(older, 1) and not queue.may_ask(newer, 1)
+    assert queue.may_ask(older, 2) and not queue.may_ask(newer, 2)  # two GPUs: the two oldest ask
+    queue.leave(oldest)
+    assert queue.may_ask(older, 1) and queue.may_ask(newer, 2)
+    same = ticket(2)
+    assert queue.may_ask(older, 1) and not queue.may_ask(same, 1)  # within a generation, first come first served
