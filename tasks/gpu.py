@@ -18,6 +18,7 @@ from contextvars import ContextVar
 import httpx
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
+from prefect.concurrency.asyncio import ConcurrencySlotAcquisitionError
 from prefect.concurrency.sync import concurrency
 from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
 from prefect.server.concurrency.lease_storage.filesystem import ConcurrencyLeaseStorage
@@ -157,14 +158,30 @@ def _take_free(gpus: list[str], client) -> tuple[str, ExitStack] | None:
                     lease_duration=LEASE_S,
                 )
             )
-        except httpx.HTTPStatusError as exc:
-            if exc.response.status_code != httpx.codes.LOCKED:
-                raise
-            continue
+        except (httpx.HTTPStatusError, ConcurrencySlotAcquisitionError) as exc:
+            status = _http_status(exc)
+            if status == httpx.codes.LOCKED:
+                continue  # another process took it since the look (Prefect wraps the 423 in its own error)
+            if (status is not None and status >= 500) or _caused_by(exc, httpx.TransportError):
+                return None  # the API is struggling or gone: look again at the next poll (the health checks decide)
+            raise
         except TimeoutError:
             continue  # the API did not answer in time; the wait's health checks decide whether it is gone
         return gpu, stack
     return None
+
+
+def _http_status(exc: BaseException) -> int | None:
+    """The HTTP status behind an error of Prefect's slot acquisition (which wraps httpx's), if there is one."""
+    cause = _caused_by(exc, httpx.HTTPStatusError)
+    return cause.response.status_code if cause is not None else None
+
+
+def _caused_by(exc: BaseException | None, kind: type[BaseException]):
+    """`exc` or the first error of that kind in its chain of causes, else None."""
+    while exc is not None and not isinstance(exc, kind):
+        exc = exc.__cause__
+    return exc
 
 
 def _check_api(unreachable_since: float | None) -> float | None:

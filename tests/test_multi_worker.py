@@ -23,7 +23,10 @@ def test_runs_spread_over_workers_and_share_one_store():
         text=True,
         timeout=1500,
     )
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    report = "\n".join(
+        line for line in out.stdout.splitlines() if re.match(r"(flow run|lineage|triggered|\d+ workers)", line)
+    )
+    assert out.returncode == 0, report + "\n---\n" + out.stdout[-3000:] + out.stderr[-3000:]
     assert f"{WORKERS} workers polling the pool" in out.stdout
     runs = dict(re.findall(r"^flow run (\S+): Completed on (\S+)$", out.stdout, re.M))
     assert sorted(runs) == [f"multi-{i}" for i in range(1, RUNS + 1)], out.stdout
