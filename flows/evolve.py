@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import wait as futures_wait
 from contextvars import copy_context
 from datetime import UTC, datetime
 
@@ -153,15 +152,10 @@ def _propose(problem, dialect, run, generation, population, learns_from, overlap
     """Select and hypothesize; in an overlapping run, avoid what the generations still running proposed and hand
     this generation's proposals on to the ones after it (flows/pipeline.py)."""
     board = board_of(store_root, run) if overlap else None
-    try:
-        in_flight = [p for earlier in range(learns_from, generation) for p in board.proposals(earlier)] if board else []
-        selections = select(strategy, population, children, seed)
-        proposals = hypothesize(problem, dialect, population, selections, children, seed, in_flight or None)
-    except BaseException as exc:
-        if board:
-            board.post(generation, exc)
-        raise
-    if board:
+    in_flight = [p for earlier in range(learns_from, generation) for p in board.proposals(earlier)] if board else []
+    selections = select(strategy, population, children, seed)
+    proposals = hypothesize(problem, dialect, population, selections, children, seed, in_flight or None)
+    if board:  # a failure before this point reaches the board through _run_overlapping
         board.post(generation, proposals)
     return proposals
 
@@ -266,17 +260,15 @@ def _side_by_side(generations: int, overlap: int, arguments: dict, finished) -> 
     does), not tasks: a generation called inside a task would run in that task's transaction, and a failed
     generation would then take its finished stages' cache records down with it."""
     running: dict[int, Future] = {}
+    # Leaving the pool's block, by an error too, waits for every generation still running.
     with ThreadPoolExecutor(max_workers=overlap + 1, thread_name_prefix="generation") as pool:
-        try:
-            for generation in range(generations):
-                for done in sorted(g for g in running if g < horizon(generation, overlap)):
-                    finished(running.pop(done).result())
-                work = {**arguments, "generation": generation, "overlap": overlap}
-                running[generation] = pool.submit(copy_context().run, _run_overlapping, work)
-            for done in sorted(running):
+        for generation in range(generations):
+            for done in sorted(g for g in running if g < horizon(generation, overlap)):
                 finished(running.pop(done).result())
-        finally:
-            futures_wait(list(running.values()))
+            work = {**arguments, "generation": generation, "overlap": overlap}
+            running[generation] = pool.submit(copy_context().run, _run_overlapping, work)
+        for done in sorted(running):
+            finished(running.pop(done).result())
 
 
 def configured_llm(path: str | None) -> LlmConfig:

@@ -135,10 +135,11 @@ def _take_one(gpus: list[str]) -> tuple[str, ExitStack] | None:
     with _TAKING, get_client(sync_client=True) as client:  # one look-and-take at a time in this process
         try:
             return _take_free(gpus, client)
-        except (httpx.TransportError, httpx.HTTPStatusError) as exc:
-            if isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code < 500:
-                raise
-            return None  # the API is not answering: the wait's health checks decide when to give up
+        except Exception as exc:
+            status = _http_status(exc)
+            if (status is not None and status >= 500) or _caused_by(exc, httpx.TransportError):
+                return None  # the API is struggling or gone: look again next poll (the health checks decide)
+            raise
 
 
 def _take_free(gpus: list[str], client) -> tuple[str, ExitStack] | None:
@@ -159,12 +160,9 @@ def _take_free(gpus: list[str], client) -> tuple[str, ExitStack] | None:
                 )
             )
         except (httpx.HTTPStatusError, ConcurrencySlotAcquisitionError) as exc:
-            status = _http_status(exc)
-            if status == httpx.codes.LOCKED:
+            if _http_status(exc) == httpx.codes.LOCKED:
                 continue  # another process took it since the look (Prefect wraps the 423 in its own error)
-            if (status is not None and status >= 500) or _caused_by(exc, httpx.TransportError):
-                return None  # the API is struggling or gone: look again at the next poll (the health checks decide)
-            raise
+            raise  # _take_one decides: the API in trouble, or a real error
         except TimeoutError:
             continue  # the API did not answer in time; the wait's health checks decide whether it is gone
         return gpu, stack

@@ -237,10 +237,7 @@ def test_prefect_server_killed_mid_run_ends_the_run_and_a_rerun_completes(tmp_pa
             time.sleep(0.1)
         assert _gpu_slots_taken(home) == 1, "the kill should land while a candidate holds the GPU slot"
         _stop(server, signal.SIGKILL)
-        try:
-            first.wait(timeout=240)
-        except subprocess.TimeoutExpired:
-            pytest.fail("ksci evolve still runs 4 minutes after its Prefect server died")
+        _must_end(first, 240, "ksci evolve still runs 4 minutes after its Prefect server died")
     finally:
         _stop(server, signal.SIGKILL)
         _stop(first, signal.SIGKILL)
@@ -301,10 +298,7 @@ def test_a_wait_for_a_gpu_slot_ends_when_the_prefect_server_dies(tmp_path):
             time.sleep(0.2)
         time.sleep(3)  # well inside the wait for the second slot
         _stop(server, signal.SIGKILL)
-        try:
-            waiter.wait(timeout=180)
-        except subprocess.TimeoutExpired:
-            pytest.fail("the wait for a GPU slot goes on 3 minutes after the Prefect server died")
+        _must_end(waiter, 180, "the wait for a GPU slot goes on 3 minutes after the Prefect server died")
     finally:
         _stop(server, signal.SIGKILL)
         if waiter.poll() is None:
@@ -337,6 +331,14 @@ def _start_prefect_server(port: int, home: Path, log_path: Path) -> subprocess.P
         time.sleep(0.5)
     _stop(server, signal.SIGKILL)
     pytest.fail(f"the Prefect server did not start: {log_path.read_text()[-2000:]}")
+
+
+def _must_end(process: subprocess.Popen, within_s: float, failure: str) -> None:
+    """Wait for the process to end by itself; fail the test with `failure` if it does not within `within_s`."""
+    try:
+        process.wait(timeout=within_s)
+    except subprocess.TimeoutExpired:
+        pytest.fail(failure)
 
 
 def _stop(process: subprocess.Popen, sig: signal.Signals) -> None:
