@@ -9,7 +9,7 @@ harness process) for overlaps, and how busy the GPUs were between the first wind
 Both runs use the same `--overlap` (generations side by side; 0 runs them one after the other).
     python benchmarks/multi_gpu_throughput.py --problem fp8_gemm --generations 3 --children 12 --overlap 1
 A device call has a time limit, so the two runs can be split: `--only 1 --save one.json`, then
-`--only N --baseline one.json` prints both rows.
+`--only N --baseline one.json` prints both rows; `--show one.json n.json` prints the table of saved runs.
 """
 
 from __future__ import annotations
@@ -48,11 +48,21 @@ def run_once(args, gpus: list[str], work: Path) -> dict:
     rows = LineageStore(store).read(label)
     return {
         "label": label,
+        "params": params(args),
         "gpus": len(gpus),
         "wall_s": wall,
         "candidates": len(rows),
         "windows": busy_windows(rows),
         **timed,
+    }
+
+
+def params(args) -> dict:
+    return {
+        "problem": args.problem,
+        "generations": args.generations,
+        "children": args.children,
+        "overlap": args.overlap,
     }
 
 
@@ -116,14 +126,20 @@ def main() -> None:
     parser.add_argument("--only", choices=("1", "N"), help="run only the 1-GPU or only the N-GPU evolution")
     parser.add_argument("--save", type=Path, help="write the results (JSON) here")
     parser.add_argument("--baseline", type=Path, help="the 1-GPU results of an earlier --save, instead of a run")
+    parser.add_argument("--show", type=Path, nargs="+", help="print the table of earlier --save files; run nothing")
     parser.add_argument("--logs", type=Path, help="folder for each evolution's log (default: a temporary one)")
     parser.add_argument("--simulate", help="replay this recording instead of a GPU (to try the script on a CPU)")
     parser.add_argument("--_evolve", nargs=3, metavar=("GPUS", "RUN", "STORE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args._evolve:
         return evolve_timed(args, *args._evolve)
+    if args.show:
+        return print_table([r for path in args.show for r in json.loads(path.read_text())], args)
     every = args.gpus.split(",") if args.gpus else visible_gpus("cuda") or visible_gpus("rocm")
     results = json.loads(args.baseline.read_text()) if args.baseline else []
+    other = [r["params"] for r in results if r.get("params", params(args)) != params(args)]
+    if other:
+        raise SystemExit(f"{args.baseline} was run with {other[0]}, not {params(args)}: not a pair")
     with tempfile.TemporaryDirectory(prefix="ksci-throughput-") as tmp:
         for gpus in ([["0"]] if args.only != "N" and not args.baseline else []) + ([every] if args.only != "1" else []):
             results.append(run_once(args, gpus, Path(tmp)))
@@ -134,7 +150,8 @@ def main() -> None:
 
 def print_table(results: list[dict], args) -> None:
     one = next((r for r in results if r["gpus"] == 1), None)
-    print(f"{args.problem}, {args.generations} generations of {args.children}, overlap {args.overlap}")
+    p = next((r["params"] for r in results if "params" in r), params(args))  # the first saved files lack it
+    print(f"{p['problem']}, {p['generations']} generations of {p['children']}, overlap {p['overlap']}")
     print(
         "| GPUs | candidates | process s | candidates/hour | x 1 GPU | Prefect start-up s | evolution s "
         "| candidates/hour | x 1 GPU | GPUs busy | busy windows by GPU | overlaps |"
