@@ -5,7 +5,8 @@ then on every visible GPU, each in its own process, and prints candidates per ho
 whole process (Python and Prefect start-up included, as `ksci evolve` on a laptop) and over the evolution alone
 with Prefect's API already up (as a deployment, whose server runs all the time). From the lineage, it then
 checks every GPU's busy windows (verify and benchmark of each candidate, recorded by the parent around each
-harness process) for overlaps, and how busy the GPUs were between the first window's start and the last one's end.
+harness process) for overlaps, how busy the GPUs were between the first window's start and the last one's end,
+and the median time a harness process took to start (Python, torch, the GPU context) before its work.
 Both runs use the same `--overlap` (generations side by side; 0 runs them one after the other).
     python benchmarks/multi_gpu_throughput.py --problem fp8_gemm --generations 3 --children 12 --overlap 1
 A device call has a time limit, so the two runs can be split: `--only 1 --save one.json`, then
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -53,6 +55,7 @@ def run_once(args, gpus: list[str], work: Path) -> dict:
         "wall_s": wall,
         "candidates": len(rows),
         "windows": busy_windows(rows),
+        "harness_start_s": harness_starts(rows),
         **timed,
     }
 
@@ -100,6 +103,16 @@ def busy_windows(rows) -> dict[str, list[tuple[float, float, str]]]:
             if w and "start" in w:  # the simulator records which GPU, not when
                 windows.setdefault(str(w["device"]), []).append((w["start"], w["end"], row["candidate_id"]))
     return windows
+
+
+def harness_starts(rows) -> list[float]:
+    """Per harness process, seconds from its start to its "started" report (Python, torch, the GPU context)."""
+    starts = []
+    for fingerprint in rows["fingerprint_json"].map(json.loads):
+        for key in ("verify_gpu_window", "gpu_window"):
+            w = fingerprint.get(key) or {}
+            starts += [w["started_s"]] if "started_s" in w else []
+    return starts
 
 
 def overlaps(windows: list[tuple[float, float, str]]) -> int:
@@ -154,9 +167,9 @@ def print_table(results: list[dict], args) -> None:
     print(f"{p['problem']}, {p['generations']} generations of {p['children']}, overlap {p['overlap']}")
     print(
         "| GPUs | candidates | process s | candidates/hour | x 1 GPU | Prefect start-up s | evolution s "
-        "| candidates/hour | x 1 GPU | GPUs busy | busy windows by GPU | overlaps |"
+        "| candidates/hour | x 1 GPU | GPUs busy | harness start-up s (median) | busy windows by GPU | overlaps |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     for r in results:
         windows = r["windows"]
         rate, rate_alone = r["candidates"] / r["wall_s"], r["candidates"] / r["evolution_s"]
@@ -164,10 +177,12 @@ def print_table(results: list[dict], args) -> None:
         x_alone = f"{rate_alone / (one['candidates'] / one['evolution_s']):.2f}" if one else "-"
         counts = ", ".join(f"GPU {gpu}: {len(w)}" for gpu, w in sorted(windows.items()))
         share = busy_share(windows)
+        starts = r.get("harness_start_s")  # the first saved files lack it
+        start = f"{statistics.median(starts):.2f}" if starts else "-"
         print(
             f"| {r['gpus']} | {r['candidates']} | {r['wall_s']:.1f} | {3600 * rate:.0f} | {x_whole} "
             f"| {r['startup_s']:.1f} | {r['evolution_s']:.1f} | {3600 * rate_alone:.0f} | {x_alone} "
-            f"| {'-' if share is None else f'{100 * share:.0f}%'} | {counts} "
+            f"| {'-' if share is None else f'{100 * share:.0f}%'} | {start} | {counts} "
             f"| {sum(overlaps(w) for w in windows.values())} |"
         )
 

@@ -78,6 +78,13 @@ def run_phases(problem: Problem, compiled: CompileResult, options: EvaluationOpt
         "start": started,
         "end": time.time(),
         "device": options.device,
+        # Seconds from the harness's start to its "started" report (Python, torch, the CUDA/HIP context) and to
+        # "loaded" (the candidate's library): the share of the window that is start-up, not the candidate's work.
+        **{
+            f"{event}_s": round(outcome.first_s[event], 3)
+            for event in ("started", "loaded")
+            if event in outcome.first_s
+        },
     }
     return classify(problem, outcome, verdict, expected_reports(problem, options))
 

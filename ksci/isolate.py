@@ -27,6 +27,7 @@ class ChildOutcome:
     output: str = ""  # tail of the child's stdout and stderr
     wall_s: float = 0.0
     bad_messages: int = 0  # report lines that were not JSON objects with an "event"
+    first_s: dict[str, float] = field(default_factory=dict)  # event -> seconds from the start to its first message
 
     def last(self, event: str) -> dict | None:
         return next((m for m in reversed(self.messages) if m["event"] == event), None)
@@ -39,9 +40,9 @@ def run_child(argv: list[str], timeout_s: float, env: dict | None = None, cwd: P
     """Run argv + ["--report-fd", N]; kill its process group after timeout_s seconds."""
     read_fd, write_fd = os.pipe()
     outcome = ChildOutcome()
-    reader = threading.Thread(target=_read_reports, args=(read_fd, outcome), daemon=True)
+    start = time.monotonic()
+    reader = threading.Thread(target=_read_reports, args=(read_fd, outcome, start), daemon=True)
     with tempfile.TemporaryFile(mode="w+b") as output:
-        start = time.monotonic()
         try:
             proc = subprocess.Popen(
                 [*argv, "--report-fd", str(write_fd)],
@@ -78,7 +79,7 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def _read_reports(fd: int, outcome: ChildOutcome) -> None:
+def _read_reports(fd: int, outcome: ChildOutcome, start: float) -> None:
     with os.fdopen(fd, "rb") as stream:
         for line in stream:
             try:
@@ -88,5 +89,6 @@ def _read_reports(fd: int, outcome: ChildOutcome) -> None:
                 continue
             if isinstance(message, dict) and isinstance(message.get("event"), str):
                 outcome.messages.append(message)
+                outcome.first_s.setdefault(message["event"], time.monotonic() - start)
             else:
                 outcome.bad_messages += 1

@@ -141,3 +141,18 @@ def test_pinning_respects_the_gpus_the_process_may_use(monkeypatch):
     with pytest.raises(EnvironmentProblem, match="not among the 2"):
         pin_device("2", "cuda")
     assert pin_device("0", "rocm") == {"HIP_VISIBLE_DEVICES": "0"}
+
+
+def test_the_gpu_window_says_how_much_of_it_was_the_harness_starting(monkeypatch):
+    """run_phases stamps the window with when "started" and "loaded" came (ksci.isolate measures them)."""
+    import ksci.evaluate as evaluate
+    from ksci.results import CompileResult
+
+    first_s = {"started": 2.5, "loaded": 2.75, "result": 4.0}
+    outcome = ChildOutcome(messages=[*OK_RUN, _timing(100.0), RESULT_OK], returncode=0, output="", first_s=first_s)
+    monkeypatch.setattr(evaluate, "run_harness", lambda problem, library, options: outcome)
+    compiled = CompileResult(ok=True, target="cuda", arch="sm_90a", toolchain="nvcc", command=[], log="")
+    options = evaluate.EvaluationOptions(phases=("benchmark",), device="1")
+    window = evaluate.run_phases(PROBLEM, compiled, options).fingerprint["gpu_window"]
+    assert window["started_s"] == 2.5 and window["loaded_s"] == 2.75 and "result_s" not in window
+    assert window["device"] == "1" and window["phases"] == ["benchmark"] and window["start"] <= window["end"]

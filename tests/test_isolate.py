@@ -28,6 +28,25 @@ def test_reports_arrive_and_bad_lines_are_counted(tmp_path):
     assert "some noise on stdout" in outcome.output
 
 
+def test_the_first_message_of_each_event_is_stamped_with_when_it_came(tmp_path):
+    argv = reporting_child(
+        tmp_path,
+        """
+        import time
+        send("started")
+        time.sleep(0.3)
+        send("loaded")
+        send("loaded")
+        send("result", status="ok")
+    """,
+    )
+    outcome = run_child(argv, timeout_s=60)
+    assert set(outcome.first_s) == {"started", "loaded", "result"}
+    # Ordered as sent, the sleep between them, and all within the child's run (no timing claims beyond that).
+    assert 0 < outcome.first_s["started"] < outcome.first_s["loaded"] <= outcome.first_s["result"] <= outcome.wall_s
+    assert outcome.first_s["loaded"] - outcome.first_s["started"] >= 0.3
+
+
 def test_a_crash_is_seen_as_a_signal(tmp_path):
     argv = reporting_child(
         tmp_path,
