@@ -97,9 +97,13 @@ def test_kill_9_mid_generation_loses_nothing_recorded_and_a_rerun_completes(tmp_
     try:
         while first.poll() is None and time.monotonic() < deadline:
             rows = store.read("killed")
-            if not rows.empty and (rows["generation"] >= 1).any() and _gpu_slots_taken(tmp_path / "prefect"):
-                os.killpg(first.pid, signal.SIGKILL)
-                break
+            if not rows.empty and (rows["generation"] >= 1).any():
+                # Frozen (its embedded API too: same process group), so that no slot is freed between look and kill.
+                os.killpg(first.pid, signal.SIGSTOP)
+                if _gpu_slots_taken(tmp_path / "prefect"):
+                    os.killpg(first.pid, signal.SIGKILL)
+                    break
+                os.killpg(first.pid, signal.SIGCONT)
             time.sleep(0.2)
     finally:
         if first.poll() is None:
