@@ -42,8 +42,9 @@ def test_the_first_message_of_each_event_is_stamped_with_when_it_came(tmp_path):
     )
     outcome = run_child(argv, timeout_s=60)
     assert set(outcome.first_s) == {"started", "loaded", "result"}
-    # Ordered as sent, the sleep between them, and all within the child's run (no timing claims beyond that).
-    assert 0 < outcome.first_s["started"] < outcome.first_s["loaded"] <= outcome.first_s["result"] <= outcome.wall_s
+    # Ordered as sent, with the sleep between them (no timing claims beyond that). Not compared with wall_s: the
+    # reader thread may take the last line after the parent has seen the child exit.
+    assert 0 < outcome.first_s["started"] < outcome.first_s["loaded"] <= outcome.first_s["result"]
     assert outcome.first_s["loaded"] - outcome.first_s["started"] >= 0.3
 
 
