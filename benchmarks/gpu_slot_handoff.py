@@ -61,8 +61,8 @@ def main() -> None:
     for gpu in gpus:
         mine = sorted((s, e) for g, s, e in windows if g == gpu)
         gaps += [b[0] - a[1] for a, b in zip(mine, mine[1:], strict=False)]
-    print("| GPUs | jobs | hold s | wall s | ideal s | idle gaps | mean gap s | max gap s |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| GPUs | jobs | hold s | wall s | ideal s | idle gaps | median gap s | mean gap s | max gap s |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     ideal = args.hold * -(-args.jobs // args.gpus)
     print(
         f"| {args.gpus} | {args.jobs} | {args.hold} | {wall:.2f} | {ideal:.2f} | {len(gaps)} "

@@ -60,7 +60,12 @@ class _Queue:
 
 _QUEUES: dict[tuple[str, ...], _Queue] = {}  # one per set of GPUs
 _QUEUES_LOCK = threading.Lock()
-_TAKING = threading.Lock()
+_TAKING: dict[str, threading.Lock] = {}  # per GPU: one request for its slot at a time in this process
+
+
+def _taking(gpu: str) -> threading.Lock:
+    with _QUEUES_LOCK:
+        return _TAKING.setdefault(gpu, threading.Lock())
 
 
 def _queue_of(gpus: list[str]) -> _Queue:
@@ -131,8 +136,8 @@ def _take_one(gpus: list[str]) -> tuple[str, ExitStack] | None:
     """A GPU whose slot is free, with the stack that holds it; None when every slot is taken.
 
     Only a GPU whose limit shows a free slot is asked for it: a request for a busy one would wait out its timeout
-    in Prefect's one acquisition service, holding up every other request of this process meanwhile."""
-    with _TAKING, get_client(sync_client=True) as client:  # one look-and-take at a time in this process
+    in Prefect's acquisition service for that limit, holding up every other request of this process for it."""
+    with get_client(sync_client=True) as client:
         try:
             return _take_free(gpus, client)
         except Exception as exc:
@@ -145,7 +150,9 @@ def _take_one(gpus: list[str]) -> tuple[str, ExitStack] | None:
 def _take_free(gpus: list[str], client) -> tuple[str, ExitStack] | None:
     limits = {gpu: client.read_global_concurrency_limit_by_name(gpu_limit_name(gpu)) for gpu in gpus}
     for gpu in gpus:
-        if limits[gpu].active_slots >= limits[gpu].limit:
+        # A GPU another waiter of this process is asking for is skipped, not waited for: a request that Prefect's
+        # client retries (a 503 from a busy API costs ~2 s) then holds up only that GPU, not the others.
+        if limits[gpu].active_slots >= limits[gpu].limit or not _taking(gpu).acquire(blocking=False):
             continue
         stack = ExitStack()
         try:  # max_retries=0: if another process took the slot meanwhile, Prefect says so at once (423 Locked)
@@ -161,10 +168,12 @@ def _take_free(gpus: list[str], client) -> tuple[str, ExitStack] | None:
             )
         except (httpx.HTTPStatusError, ConcurrencySlotAcquisitionError) as exc:
             if _http_status(exc) == httpx.codes.LOCKED:
-                continue  # another process took it since the look (Prefect wraps the 423 in its own error)
+                continue  # another process or waiter took it since the look (Prefect wraps the 423 in its own error)
             raise  # _take_one decides: the API in trouble, or a real error
         except TimeoutError:
             continue  # the API did not answer in time; the wait's health checks decide whether it is gone
+        finally:
+            _taking(gpu).release()
         return gpu, stack
     return None
 

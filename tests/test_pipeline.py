@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager, nullcontext
+from types import SimpleNamespace
 
 import pytest
 
+import tasks.gpu
 from flows.pipeline import GenerationFailed, ProposalBoard, board_of, horizon, open_board
 from ksci.propose import Proposal
-from tasks.gpu import GPU_PRIORITY, _Queue
+from tasks.gpu import GPU_PRIORITY, _Queue, _take_one
 
 
 def test_a_generation_learns_from_the_seeds_and_from_those_it_does_not_overlap():
@@ -69,3 +72,30 @@ def test_older_generations_ask_for_a_gpu_first():
     assert queue.may_ask(older, 1) and queue.may_ask(newer, 2)
     same = ticket(2)
     assert queue.may_ask(older, 1) and not queue.may_ask(same, 1)  # within a generation, first come first served
+
+
+def test_a_slot_request_held_up_on_one_gpu_does_not_hold_up_the_others(monkeypatch):
+    """Prefect's client retries a request the API answered with 503 after ~2 s; meanwhile this process's other
+    waiters take the other free GPUs (they skip the GPU being asked for instead of queueing behind it)."""
+    asked, answer = threading.Event(), threading.Event()
+
+    @contextmanager
+    def concurrency(name, **options):
+        if name.endswith("-stall-a"):
+            asked.set()
+            assert answer.wait(30)  # the API's late answer
+        yield
+
+    free = SimpleNamespace(active_slots=0, limit=1)
+    client = SimpleNamespace(read_global_concurrency_limit_by_name=lambda name: free)
+    monkeypatch.setattr(tasks.gpu, "concurrency", concurrency)
+    monkeypatch.setattr(tasks.gpu, "get_client", lambda sync_client: nullcontext(client))
+    first: list = []
+    stuck = threading.Thread(target=lambda: first.append(_take_one(["stall-a", "stall-b"])), daemon=True)
+    stuck.start()
+    assert asked.wait(30)
+    second = _take_one(["stall-a", "stall-b"])  # while the first still waits for GPU a's answer
+    assert second is not None and second[0] == "stall-b" and not first
+    answer.set()
+    stuck.join(30)
+    assert first and first[0] is not None and first[0][0] == "stall-a"
