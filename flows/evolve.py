@@ -25,7 +25,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.artifacts import generation_markdown, generation_table
 from flows.llm_generation import distil_findings, llm_candidates
-from flows.pipeline import board_of, horizon, open_board
+from flows.pipeline import OVERLAP_RULE, board_of, horizon, open_board, overlap_allowed
 from ksci import PROJECT_ROOT
 from ksci.llm.config import LlmConfig, LlmConfigError, load_config
 from ksci.llm.ledger import LlmLedger
@@ -206,11 +206,8 @@ def evolve(
     strictly one after the other; 1 keeps several GPUs busy across generation boundaries."""
     if proposer not in ("tuning", "llm"):
         raise ValueError(f"proposer {proposer!r}: expected 'tuning' or 'llm'")
-    if overlap < 0 or (overlap and proposer == "llm"):
-        raise ValueError(
-            f"overlap {overlap}: expected 0 or more, and 0 with the llm proposer (an LLM generation learns from the "
-            "results and findings of the one just before it)"
-        )
+    if not overlap_allowed(overlap, proposer):
+        raise ValueError(f"overlap {overlap}: expected {OVERLAP_RULE}")
     if proposer == "llm" and llm is None:
         llm = configured_llm(llm_config)
     run = run or new_run_name(problem, target)

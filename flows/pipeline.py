@@ -15,6 +15,16 @@ from contextlib import contextmanager
 
 from ksci.propose import Proposal
 
+OVERLAP_RULE = (
+    "0 or more, and 0 with the llm proposer (an LLM generation learns from the results and findings of the one "
+    "just before it)"
+)
+
+
+def overlap_allowed(overlap: int, proposer: str) -> bool:
+    """Whether an evolve run may use this overlap (OVERLAP_RULE says the rule to the user)."""
+    return overlap >= 0 and not (overlap and proposer == "llm")
+
 
 def horizon(generation: int, overlap: int) -> int:
     """Generation `generation` learns from the generations before this one."""

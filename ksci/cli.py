@@ -220,10 +220,10 @@ def cmd_evolve(args) -> int:
             "(--simulate replays recorded timings, for trying the loop out)"
         )
     proposer, llm = _proposer(args)
-    if args.overlap is not None and (args.overlap < 0 or (args.overlap and proposer == "llm")):
-        raise UsageError(
-            "--overlap must be 0 or more, and 0 with the llm proposer (it learns from the generation before)"
-        )
+    from flows.pipeline import OVERLAP_RULE, overlap_allowed  # no Prefect in it: checked before Prefect starts
+
+    if args.overlap is not None and not overlap_allowed(args.overlap, proposer):
+        raise UsageError(f"--overlap must be {OVERLAP_RULE}")
     from ksci.embedded import configure_prefect
 
     configure_prefect()
