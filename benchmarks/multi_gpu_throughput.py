@@ -94,25 +94,25 @@ def evolve_timed(args, gpus: str, run: str, store: str) -> None:
     print(json.dumps({"startup_s": up - started, "evolution_s": time.monotonic() - up}), flush=True)
 
 
+def gpu_windows(rows):
+    """(candidate id, window) for each harness process of each row: verify's and benchmark's, as recorded."""
+    for candidate_id, fingerprint in zip(rows["candidate_id"], rows["fingerprint_json"].map(json.loads), strict=True):
+        for key in ("verify_gpu_window", "gpu_window"):
+            if fingerprint.get(key):
+                yield candidate_id, fingerprint[key]
+
+
 def busy_windows(rows) -> dict[str, list[tuple[float, float, str]]]:
     windows: dict[str, list[tuple[float, float, str]]] = {}
-    for _, row in rows.iterrows():
-        fingerprint = json.loads(row["fingerprint_json"])
-        for key in ("verify_gpu_window", "gpu_window"):
-            w = fingerprint.get(key)
-            if w and "start" in w:  # the simulator records which GPU, not when
-                windows.setdefault(str(w["device"]), []).append((w["start"], w["end"], row["candidate_id"]))
+    for candidate_id, w in gpu_windows(rows):
+        if "start" in w:  # the simulator records which GPU, not when
+            windows.setdefault(str(w["device"]), []).append((w["start"], w["end"], candidate_id))
     return windows
 
 
 def harness_starts(rows) -> list[float]:
     """Per harness process, seconds from its start to its "started" report (Python, torch, the GPU context)."""
-    starts = []
-    for fingerprint in rows["fingerprint_json"].map(json.loads):
-        for key in ("verify_gpu_window", "gpu_window"):
-            w = fingerprint.get(key) or {}
-            starts += [w["started_s"]] if "started_s" in w else []
-    return starts
+    return [w["started_s"] for _, w in gpu_windows(rows) if "started_s" in w]
 
 
 def overlaps(windows: list[tuple[float, float, str]]) -> int:

@@ -152,7 +152,8 @@ def _take_free(gpus: list[str], client) -> tuple[str, ExitStack] | None:
     for gpu in gpus:
         # A GPU another waiter of this process is asking for is skipped, not waited for: a request that Prefect's
         # client retries (a 503 from a busy API costs ~2 s) then holds up only that GPU, not the others.
-        if limits[gpu].active_slots >= limits[gpu].limit or not _taking(gpu).acquire(blocking=False):
+        taking = _taking(gpu)
+        if limits[gpu].active_slots >= limits[gpu].limit or not taking.acquire(blocking=False):
             continue
         stack = ExitStack()
         try:  # max_retries=0: if another process took the slot meanwhile, Prefect says so at once (423 Locked)
@@ -173,7 +174,7 @@ def _take_free(gpus: list[str], client) -> tuple[str, ExitStack] | None:
         except TimeoutError:
             continue  # the API did not answer in time; the wait's health checks decide whether it is gone
         finally:
-            _taking(gpu).release()
+            taking.release()
         return gpu, stack
     return None
 
