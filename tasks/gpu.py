@@ -7,6 +7,7 @@ Within one process, candidates of older generations go first (GPU_PRIORITY): whe
 from __future__ import annotations
 
 import itertools
+import logging
 import re
 import socket
 import threading
@@ -14,13 +15,16 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
+from datetime import UTC, datetime
+from uuid import UUID
 
 import httpx
+from prefect import get_run_logger
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
 from prefect.concurrency.asyncio import ConcurrencySlotAcquisitionError
 from prefect.concurrency.sync import concurrency
-from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
+from prefect.exceptions import MissingContextError, ObjectAlreadyExists, ObjectNotFound
 from prefect.server.concurrency.lease_storage.filesystem import ConcurrencyLeaseStorage
 from prefect.settings import get_current_settings
 from prefect.utilities.asyncutils import run_coro_as_sync
@@ -30,6 +34,10 @@ POLL_S = 0.1  # how often a waiting candidate looks for a free slot: the most a 
 LEASE_S = 60.0  # a slot whose holder was killed is free again this long after the holder's last renewal
 REPOSSESS_EVERY_S = 5.0  # also how often a wait that finds every slot busy asks whether the API is there at all
 API_GRACE_S = 30.0  # a Prefect API that has not answered for this long ends the wait (a restart takes ~15 s)
+# A slot seen taken this long by no candidate of this process gets a warning: longer than any one candidate holds
+# it (ksci.evaluate.EvaluationOptions.timeout_s, 900 s, kills a harness), so it is another run's or stuck.
+STUCK_HINT_S = 1200.0
+WATCH_GAP_S = 30.0  # ... taken at every look, with no longer gap than this between looks (it may have been free)
 
 
 # The generation a task belongs to (set in the generation flow; submitted tasks inherit it): lower goes first.
@@ -61,6 +69,8 @@ class _Queue:
 _QUEUES: dict[tuple[str, ...], _Queue] = {}  # one per set of GPUs
 _QUEUES_LOCK = threading.Lock()
 _TAKING: dict[str, threading.Lock] = {}  # per GPU: one request for its slot at a time in this process
+_HELD: set[str] = set()  # GPUs whose slot a candidate of this process holds
+_TAKEN: dict[str, tuple[float, float, bool]] = {}  # GPUs seen taken by others: since, last look, warned
 
 
 def _taking(gpu: str) -> threading.Lock:
@@ -120,8 +130,14 @@ def any_free_gpu(gpus: list[str]) -> Iterator[str]:
             if held is not None:
                 queue.leave(ticket)
                 gpu, stack = held
-                with stack:
-                    yield gpu
+                with _QUEUES_LOCK:
+                    _HELD.add(gpu)
+                try:
+                    with stack:
+                        yield gpu
+                finally:
+                    with _QUEUES_LOCK:
+                        _HELD.discard(gpu)
                 return
             if time.monotonic() - last_look > REPOSSESS_EVERY_S:
                 unreachable_since = _check_api(unreachable_since)
@@ -149,6 +165,7 @@ def _take_one(gpus: list[str]) -> tuple[str, ExitStack] | None:
 
 def _take_free(gpus: list[str], client) -> tuple[str, ExitStack] | None:
     limits = {gpu: client.read_global_concurrency_limit_by_name(gpu_limit_name(gpu)) for gpu in gpus}
+    _watch_taken(limits)
     for gpu in gpus:
         # A GPU another waiter of this process is asking for is skipped, not waited for: a request that Prefect's
         # client retries (a 503 from a busy API costs ~2 s) then holds up only that GPU, not the others.
@@ -177,6 +194,48 @@ def _take_free(gpus: list[str], client) -> tuple[str, ExitStack] | None:
             taking.release()
         return gpu, stack
     return None
+
+
+def _watch_taken(limits: dict) -> None:
+    """Warn once when a GPU's slot has been taken for STUCK_HINT_S, all that time by no candidate of this process.
+
+    A slot can be left taken for good: by a Prefect server whose leases were in memory (its default) when it
+    restarted, or by an API killed between counting a slot and writing its lease (docs/threat-model.md). Nothing
+    can tell that apart from another run's candidates through Prefect's API, so this says how to check and free it.
+    """
+    now, stuck = time.monotonic(), []
+    with _QUEUES_LOCK:
+        for gpu, limit in limits.items():
+            if limit.active_slots < limit.limit or gpu in _HELD:
+                _TAKEN.pop(gpu, None)
+                continue
+            since, last, warned = _TAKEN.get(gpu, (now, now, False))
+            if now - last > WATCH_GAP_S:
+                since, warned = now, False  # not looked at for a while: it may have been free meanwhile
+            if not warned and now - since >= STUCK_HINT_S:
+                warned = True
+                stuck.append(gpu)
+            _TAKEN[gpu] = (since, now, warned)
+    for gpu in stuck:
+        name = gpu_limit_name(gpu)
+        _logger().warning(
+            "GPU %s: its slot %s has been taken for %.0f min, by no candidate of this process. If no other run uses "
+            "this GPU (`prefect gcl inspect %s`, the Prefect UI's running flows), the slot is stuck; free it with "
+            "`prefect gcl update %s --active-slots 0`",
+            gpu,
+            name,
+            STUCK_HINT_S / 60,
+            name,
+            name,
+        )
+
+
+def _logger():
+    """The task run's logger (the Prefect UI shows it), or this module's outside a run."""
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return logging.getLogger(__name__)
 
 
 def _http_status(exc: BaseException) -> int | None:
@@ -220,8 +279,27 @@ def repossess_expired_leases() -> int:
     settings = get_current_settings()
     if settings.api.url or not settings.server.concurrency.lease_storage.endswith(".filesystem"):
         return 0
-    expired = run_coro_as_sync(ConcurrencyLeaseStorage().read_expired_lease_ids())
+    expired = _expired_lease_ids(ConcurrencyLeaseStorage())
     with get_client(sync_client=True) as client:
         for lease_id in expired:
             client.release_concurrency_slots_with_lease(lease_id)
     return len(expired)
+
+
+def _expired_lease_ids(storage: ConcurrencyLeaseStorage) -> set[UUID]:
+    """The leases that expired: those Prefect's index lists, and those whose lease file alone says so.
+
+    Prefect's API writes a new lease's file, then its entry in the index (expirations.json), and its
+    read_expired_lease_ids looks only at the index: a process killed between the two writes left a slot that
+    nothing freed (scripts/lease_windows.py catches it there). The lease file is what Prefect itself trusts."""
+    expired = set(run_coro_as_sync(storage.read_expired_lease_ids()))
+    now = datetime.now(UTC)
+    for path in storage.storage_path.glob("*.json"):
+        try:
+            lease_id = UUID(path.stem)
+        except ValueError:
+            continue  # expirations.json, the index
+        lease = run_coro_as_sync(storage.read_lease(lease_id))
+        if lease is not None and lease.expiration < now:
+            expired.add(lease_id)
+    return expired
