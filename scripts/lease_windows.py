@@ -6,7 +6,7 @@ Its repossessor reads the index alone. A server killed between two of the steps 
 
 - "slot, no lease": counted, no lease file; nothing can expire it.
 - "lease not indexed": the lease file is there but not in the index; Prefect's repossessor never sees it.
-  ksci's own release for the embedded API (tasks/gpu.py) reads the lease files too and frees it.
+  ksci's own release for the embedded API (tasks/gpu.py) reads the lease files, not the index, and frees it.
 
 A client process takes and releases one slot of a `prefect server start` on loopback, over and over (through
 tasks.gpu.any_free_gpu, as a candidate does); this script freezes the server (SIGSTOP) at the first look that finds

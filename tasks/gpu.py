@@ -287,12 +287,13 @@ def repossess_expired_leases() -> int:
 
 
 def _expired_lease_ids(storage: ConcurrencyLeaseStorage) -> set[UUID]:
-    """The leases that expired: those Prefect's index lists, and those whose lease file alone says so.
+    """The leases whose lease file says they expired.
 
-    Prefect's API writes a new lease's file, then its entry in the index (expirations.json), and its
-    read_expired_lease_ids looks only at the index: a process killed between the two writes left a slot that
-    nothing freed (scripts/lease_windows.py catches it there). The lease file is what Prefect itself trusts."""
-    expired = set(run_coro_as_sync(storage.read_expired_lease_ids()))
+    Not Prefect's read_expired_lease_ids: it looks only at the index (expirations.json), which the API writes
+    after the lease file, so a process killed between the two writes left a slot that nothing freed
+    (scripts/lease_windows.py catches it there). Prefect checks each indexed lease against its file anyway; an
+    index entry without a file has no slot to free."""
+    expired = set()
     now = datetime.now(UTC)
     for path in storage.storage_path.glob("*.json"):
         try:

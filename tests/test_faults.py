@@ -216,7 +216,7 @@ def test_llm_endpoint_down_mid_generation_stops_the_run_cleanly_and_a_rerun_comp
 def test_an_expired_lease_missing_from_prefects_index_is_released_too(tmp_path):
     """Prefect's API writes a new lease's file, then its entry in the index of expirations; a kill between the two
     (scripts/lease_windows.py catches one) left a slot that Prefect's read_expired_lease_ids never reports. The
-    embedded API's slots are released by ksci (tasks/gpu.py), which also reads the lease files themselves."""
+    embedded API's slots are released by ksci (tasks/gpu.py), which reads the lease files instead of the index."""
     script = textwrap.dedent("""
         import json
         from datetime import UTC, datetime, timedelta
