@@ -102,14 +102,20 @@ def test_a_slot_request_held_up_on_one_gpu_does_not_hold_up_the_others(monkeypat
     assert first and first[0] is not None and first[0][0] == "stall-a"
 
 
-def test_a_slot_taken_by_others_for_too_long_gets_one_warning_with_the_way_out(monkeypatch, caplog):
-    """A slot can be left taken for good (a Prefect server restarted with its leases in memory); the wait cannot
-    tell that from another run's use, so after STUCK_HINT_S it says how to check and free it, once."""
+@pytest.fixture
+def every_slot_taken(monkeypatch):
+    """A Prefect API (stand-in) whose GPU limits all show their one slot taken; nothing watched before."""
     taken = SimpleNamespace(active_slots=1, limit=1)
     client = SimpleNamespace(read_global_concurrency_limit_by_name=lambda name: taken)
     monkeypatch.setattr(tasks.gpu, "get_client", lambda sync_client: nullcontext(client))
-    monkeypatch.setattr(tasks.gpu, "STUCK_HINT_S", 0.2)
     monkeypatch.setattr(tasks.gpu, "_TAKEN", {})
+
+
+@pytest.mark.usefixtures("every_slot_taken")
+def test_a_slot_taken_by_others_for_too_long_gets_one_warning_with_the_way_out(monkeypatch, caplog):
+    """A slot can be left taken for good (a Prefect server restarted with its leases in memory); the wait cannot
+    tell that from another run's use, so after STUCK_HINT_S it says how to check and free it, once."""
+    monkeypatch.setattr(tasks.gpu, "STUCK_HINT_S", 0.2)
     with caplog.at_level("WARNING", logger="tasks.gpu"):
         assert _take_one(["stuck-a"]) is None
         assert _take_one(["stuck-a"]) is None and not caplog.records  # taken, but not for long yet
@@ -122,26 +128,20 @@ def test_a_slot_taken_by_others_for_too_long_gets_one_warning_with_the_way_out(m
     assert f"prefect gcl update {name} --active-slots 0" in warnings[0]
 
 
+@pytest.mark.usefixtures("every_slot_taken")
 def test_a_slot_this_process_holds_is_not_reported_as_stuck(monkeypatch, caplog):
-    taken = SimpleNamespace(active_slots=1, limit=1)
-    client = SimpleNamespace(read_global_concurrency_limit_by_name=lambda name: taken)
-    monkeypatch.setattr(tasks.gpu, "get_client", lambda sync_client: nullcontext(client))
     monkeypatch.setattr(tasks.gpu, "STUCK_HINT_S", 0.0)
-    monkeypatch.setattr(tasks.gpu, "_TAKEN", {})
     monkeypatch.setattr(tasks.gpu, "_HELD", {"mine-a"})
     with caplog.at_level("WARNING", logger="tasks.gpu"):
         assert _take_one(["mine-a"]) is None and _take_one(["mine-a"]) is None
     assert not caplog.records
 
 
+@pytest.mark.usefixtures("every_slot_taken")
 def test_a_slot_not_watched_all_along_is_not_reported_as_stuck(monkeypatch, caplog):
     """Seen taken twice with a long gap between the looks: it may have been free (and taken again) in between."""
-    taken = SimpleNamespace(active_slots=1, limit=1)
-    client = SimpleNamespace(read_global_concurrency_limit_by_name=lambda name: taken)
-    monkeypatch.setattr(tasks.gpu, "get_client", lambda sync_client: nullcontext(client))
     monkeypatch.setattr(tasks.gpu, "STUCK_HINT_S", 0.2)
     monkeypatch.setattr(tasks.gpu, "WATCH_GAP_S", 0.1)
-    monkeypatch.setattr(tasks.gpu, "_TAKEN", {})
     with caplog.at_level("WARNING", logger="tasks.gpu"):
         assert _take_one(["gap-a"]) is None
         time.sleep(0.25)
