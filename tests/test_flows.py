@@ -168,3 +168,33 @@ def test_rebench_retimes_the_champions_into_a_run_of_its_own(tmp_path):
     assert set(retimed["parent_id"]) == set(best_two["candidate_id"])
     # The simulator replays the same recording, so the re-timing equals the original here.
     assert sorted(retimed["geomean_us"]) == pytest.approx(sorted(best_two["geomean_us"]))
+
+
+def test_a_refused_slot_request_of_ksci_is_not_logged_as_an_error_but_others_still_are():
+    """Prefect's acquisition service logs an ERROR for every request that fails; ksci handles its own (a 423 when
+    another took the slot), so for those the line goes to DEBUG. A real request, refused by the real API."""
+    import logging
+
+    from prefect.concurrency.sync import concurrency
+
+    import tasks.gpu
+
+    tasks.gpu.ensure_gpu_limit("log-test")
+    name = tasks.gpu.gpu_limit_name("log-test")
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = records.append
+    service_logger = logging.getLogger("prefect._internal.concurrency")
+    service_logger.addHandler(handler)
+    ours = dict(timeout_seconds=tasks.gpu.TAKE_TIMEOUT_S, lease_duration=tasks.gpu.LEASE_S)  # as _take_free asks
+    try:
+        with concurrency(name, occupy=1, strict=True, **ours):  # the slot is taken...
+            for asked in (ours, dict(timeout_seconds=5.0, lease_duration=tasks.gpu.LEASE_S)):  # ... ksci's, another
+                with pytest.raises(Exception) as refused:
+                    with concurrency(name, occupy=1, max_retries=0, strict=True, **asked):
+                        pass
+                assert tasks.gpu._http_status(refused.value) == 423
+    finally:
+        service_logger.removeHandler(handler)
+    errors = [r for r in records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and errors[0].args[1][2] == 5.0, [r.getMessage() for r in records]
