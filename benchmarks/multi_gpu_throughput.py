@@ -7,8 +7,14 @@ with Prefect's API already up (as a deployment, whose server runs all the time).
 checks every GPU's busy windows (verify and benchmark of each candidate, recorded by the parent around each
 harness process) for overlaps, how busy the GPUs were between the first window's start and the last one's end,
 and the median time a harness process took to start (Python, torch, the GPU context) before its work.
-Both runs use the same `--overlap` (generations side by side; 0 runs them one after the other).
+Both runs use the same `--children` and `--overlap` (generations side by side; 0 runs them one after the other).
     python benchmarks/multi_gpu_throughput.py --problem fp8_gemm --generations 3 --children 12 --overlap 1
+The same number of generations on N GPUs (the default) compares equal work: the N-GPU run is about N times
+shorter, so what every run pays once weighs N times more in it (Prefect's start, the first compiles, and
+generation 0, whose results every later generation waits for while GPUs idle at its end). Candidates per hour
+of an evolution that runs for hours is closer to equal time: `--generations-n` gives the N-GPU run more
+generations (about N times as many lasts about as long as the 1-GPU run). Later generations may propose other
+kernels, so the table also counts the candidates that reached a GPU and the GPU seconds each took.
 A device call has a time limit, so the two runs can be split: `--only 1 --save one.json`, then
 `--only N --baseline one.json` prints both rows; `--show one.json n.json` prints the table of saved runs.
 """
@@ -29,11 +35,11 @@ from ksci.evaluate import visible_gpus
 from ksci.lineage import LineageStore
 
 
-def run_once(args, gpus: list[str], work: Path) -> dict:
+def run_once(args, gpus: list[str], work: Path, generations: int) -> dict:
     label = "gpus-" + "-".join(gpus)
     env = dict(os.environ, KSCI_COMPILE_CACHE=str(work / f"cache-{label}"), PREFECT_HOME=str(work / f"prefect-{label}"))
     store = work / f"store-{label}"
-    command = [sys.executable, __file__, "--problem", args.problem, "--generations", str(args.generations)]
+    command = [sys.executable, __file__, "--problem", args.problem, "--generations", str(generations)]
     command += ["--children", str(args.children), "--overlap", str(args.overlap)]
     command += ["--_evolve", ",".join(gpus), label, str(store)]
     command += ["--simulate", args.simulate] if args.simulate is not None else []
@@ -50,7 +56,7 @@ def run_once(args, gpus: list[str], work: Path) -> dict:
     rows = LineageStore(store).read(label)
     return {
         "label": label,
-        "params": params(args),
+        "params": params(args, generations),
         "gpus": len(gpus),
         "wall_s": wall,
         "candidates": len(rows),
@@ -60,10 +66,10 @@ def run_once(args, gpus: list[str], work: Path) -> dict:
     }
 
 
-def params(args) -> dict:
+def params(args, generations: int) -> dict:
     return {
         "problem": args.problem,
-        "generations": args.generations,
+        "generations": generations,
         "children": args.children,
         "overlap": args.overlap,
     }
@@ -133,6 +139,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--problem", default="fp8_gemm")
     parser.add_argument("--generations", type=int, default=3)
+    parser.add_argument("--generations-n", type=int, help="generations of the N-GPU run (default: --generations)")
     parser.add_argument("--children", type=int, default=12)
     parser.add_argument("--overlap", type=int, default=1, help="generations side by side (0: one after the other)")
     parser.add_argument("--gpus", help="the GPUs of the N-GPU run (default: every visible GPU)")
@@ -149,39 +156,59 @@ def main() -> None:
     if args.show:
         return print_table([r for path in args.show for r in json.loads(path.read_text())], args)
     every = args.gpus.split(",") if args.gpus else visible_gpus("cuda") or visible_gpus("rocm")
+    if min(args.generations, args.generations_n or 1) < 1 or args.children < 1:
+        raise SystemExit("--generations, --generations-n and --children: expected 1 or more")
     results = json.loads(args.baseline.read_text()) if args.baseline else []
-    other = [r["params"] for r in results if r.get("params", params(args)) != params(args)]
+    expected = params(args, args.generations)
+    other = [r.get("params", expected) for r in results if r["gpus"] != 1 or r.get("params", expected) != expected]
     if other:
-        raise SystemExit(f"{args.baseline} was run with {other[0]}, not {params(args)}: not a pair")
+        raise SystemExit(f"{args.baseline}: expected 1-GPU results of {expected}, found {other[0]}: not a pair")
+    runs = ([(["0"], args.generations)] if args.only != "N" and not args.baseline else []) + (
+        [(every, args.generations_n or args.generations)] if args.only != "1" else []
+    )
     with tempfile.TemporaryDirectory(prefix="ksci-throughput-") as tmp:
-        for gpus in ([["0"]] if args.only != "N" and not args.baseline else []) + ([every] if args.only != "1" else []):
-            results.append(run_once(args, gpus, Path(tmp)))
+        for gpus, generations in runs:
+            results.append(run_once(args, gpus, Path(tmp), generations))
             if args.save:  # after each run: a later one cut short leaves this one's results
                 args.save.write_text(json.dumps(results))
     print_table(results, args)
 
 
+def on_a_gpu(result: dict) -> int:
+    """Candidates that reached a GPU (verified, maybe timed): the others failed to compile, at CPU cost only."""
+    return len({w[2] for ws in result["windows"].values() for w in ws})
+
+
+def rates_of(result: dict) -> tuple[float, float, float]:
+    """Per second: candidates over the whole process, over the evolution alone, and those on a GPU over it."""
+    evolution = result["evolution_s"]
+    return result["candidates"] / result["wall_s"], result["candidates"] / evolution, on_a_gpu(result) / evolution
+
+
 def print_table(results: list[dict], args) -> None:
     one = next((r for r in results if r["gpus"] == 1), None)
-    p = next((r["params"] for r in results if "params" in r), params(args))  # the first saved files lack it
-    print(f"{p['problem']}, {p['generations']} generations of {p['children']}, overlap {p['overlap']}")
+    first = next((r["params"] for r in results if "params" in r), params(args, args.generations))  # early files lack it
+    print(f"{first['problem']}, {first['children']} candidates per generation, overlap {first['overlap']}")
     print(
-        "| GPUs | candidates | process s | candidates/hour | x 1 GPU | Prefect start-up s | evolution s "
-        "| candidates/hour | x 1 GPU | GPUs busy | harness start-up s (median) | busy windows by GPU | overlaps |"
+        "| GPUs | generations | candidates | on a GPU | process s | candidates/hour | x 1 GPU | Prefect start-up s "
+        "| evolution s | candidates/hour | x 1 GPU | on a GPU per hour | x 1 GPU | GPU s per candidate | GPUs busy "
+        "| harness start-up s (median) | busy windows by GPU | overlaps |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     for r in results:
-        windows = r["windows"]
-        rate, rate_alone = r["candidates"] / r["wall_s"], r["candidates"] / r["evolution_s"]
-        x_whole = f"{rate / (one['candidates'] / one['wall_s']):.2f}" if one else "-"
-        x_alone = f"{rate_alone / (one['candidates'] / one['evolution_s']):.2f}" if one else "-"
+        windows, gens = r["windows"], r.get("params", first)["generations"]
+        on_gpu, rates = on_a_gpu(r), rates_of(r)
+        gpu_s = sum(w[1] - w[0] for ws in windows.values() for w in ws)
+        base = rates_of(one) if one else (0, 0, 0)
+        times = [f"{rate / b:.2f}" if b else "-" for rate, b in zip(rates, base, strict=True)]
         counts = ", ".join(f"GPU {gpu}: {len(w)}" for gpu, w in sorted(windows.items()))
         share = busy_share(windows)
         starts = r.get("harness_start_s")  # the first saved files lack it
         start = f"{statistics.median(starts):.2f}" if starts else "-"
         print(
-            f"| {r['gpus']} | {r['candidates']} | {r['wall_s']:.1f} | {3600 * rate:.0f} | {x_whole} "
-            f"| {r['startup_s']:.1f} | {r['evolution_s']:.1f} | {3600 * rate_alone:.0f} | {x_alone} "
+            f"| {r['gpus']} | {gens} | {r['candidates']} | {on_gpu} | {r['wall_s']:.1f} | {3600 * rates[0]:.0f} "
+            f"| {times[0]} | {r['startup_s']:.1f} | {r['evolution_s']:.1f} | {3600 * rates[1]:.0f} | {times[1]} "
+            f"| {3600 * rates[2]:.0f} | {times[2]} | {gpu_s / on_gpu if on_gpu else 0:.1f} "
             f"| {'-' if share is None else f'{100 * share:.0f}%'} | {start} | {counts} "
             f"| {sum(overlaps(w) for w in windows.values())} |"
         )
