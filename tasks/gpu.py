@@ -231,11 +231,12 @@ def _watch_taken(limits: dict) -> None:
 
 
 class _HandledSlotErrors(logging.Filter):
-    """Moves to DEBUG the ERROR line that Prefect's slot-acquisition service logs for each of ksci's slot requests
-    that fails: the service also hands the error to the waiting candidate, which handles it (423: another took
-    the slot; a 5xx: look again) or raises it, so the line says nothing the run does not already act on (a dozen
-    of them in a 4-GPU run, each reading as a failure). Requests are recognised by their parameters, which only
-    _take_free uses; any other request's failure stays an ERROR."""
+    """Moves to DEBUG (shown only where that logger shows DEBUG) the ERROR line that Prefect's slot-acquisition
+    service logs for each of ksci's slot requests that fails. The service also hands the error to the waiting
+    candidate, which handles it (423: another took the slot; a 5xx: look again) or raises it, so the line says
+    nothing the run does not already act on (a dozen of them in a 4-GPU run, each reading as a failure).
+    Requests are recognised by their parameters, which only _take_free uses; any other request's failure stays
+    an ERROR."""
 
     OURS = (1, "concurrency", TAKE_TIMEOUT_S, 0, LEASE_S, True)
 
@@ -244,6 +245,8 @@ class _HandledSlotErrors(logging.Filter):
         item = args[1] if len(args) == 2 and isinstance(args[1], tuple) else ()
         if record.levelno >= logging.ERROR and "failed to process item" in str(record.msg) and item[:6] == self.OURS:
             record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            # Prefect's handlers take every level; the logger's own level was checked for ERROR, so check again.
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
         return True
 
 
