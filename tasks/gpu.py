@@ -73,6 +73,10 @@ _HELD: set[str] = set()  # GPUs whose slot a candidate of this process holds
 _TAKEN: dict[str, tuple[float, float, bool]] = {}  # GPUs seen taken by others: since, last look, warned
 
 
+# How a candidate asks for a GPU's slot (_take_free); _HandledSlotErrors recognises these requests by it.
+SLOT_REQUEST = dict(occupy=1, timeout_seconds=TAKE_TIMEOUT_S, max_retries=0, strict=True, lease_duration=LEASE_S)
+
+
 def _taking(gpu: str) -> threading.Lock:
     with _QUEUES_LOCK:
         return _TAKING.setdefault(gpu, threading.Lock())
@@ -174,16 +178,7 @@ def _take_free(gpus: list[str], client) -> tuple[str, ExitStack] | None:
             continue
         stack = ExitStack()
         try:  # max_retries=0: if another process took the slot meanwhile, Prefect says so at once (423 Locked)
-            stack.enter_context(
-                concurrency(
-                    gpu_limit_name(gpu),
-                    occupy=1,
-                    timeout_seconds=TAKE_TIMEOUT_S,
-                    max_retries=0,
-                    strict=True,
-                    lease_duration=LEASE_S,
-                )
-            )
+            stack.enter_context(concurrency(gpu_limit_name(gpu), **SLOT_REQUEST))
         except (httpx.HTTPStatusError, ConcurrencySlotAcquisitionError) as exc:
             if _http_status(exc) == httpx.codes.LOCKED:
                 continue  # another process or waiter took it since the look (Prefect wraps the 423 in its own error)
@@ -235,10 +230,18 @@ class _HandledSlotErrors(logging.Filter):
     service logs for each of ksci's slot requests that fails. The service also hands the error to the waiting
     candidate, which handles it (423: another took the slot; a 5xx: look again) or raises it, so the line says
     nothing the run does not already act on (a dozen of them in a 4-GPU run, each reading as a failure).
-    Requests are recognised by their parameters, which only _take_free uses; any other request's failure stays
-    an ERROR."""
+    Requests are recognised by their parameters (SLOT_REQUEST, which only _take_free uses); any other request's
+    failure stays an ERROR."""
 
-    OURS = (1, "concurrency", TAKE_TIMEOUT_S, 0, LEASE_S, True)
+    # The start of the service's work item, in Prefect's order: slots, mode, timeout, retries, lease, strict.
+    OURS = (
+        SLOT_REQUEST["occupy"],
+        "concurrency",
+        SLOT_REQUEST["timeout_seconds"],
+        SLOT_REQUEST["max_retries"],
+        SLOT_REQUEST["lease_duration"],
+        SLOT_REQUEST["strict"],
+    )
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args if isinstance(record.args, tuple) else ()

@@ -187,12 +187,12 @@ def test_a_refused_slot_request_of_ksci_is_not_logged_as_an_error_but_others_sti
     service_logger = logging.getLogger("prefect._internal.concurrency")
     service_logger.addHandler(handler)
     level, service_logger.level = service_logger.level, logging.INFO
-    ours = dict(timeout_seconds=tasks.gpu.TAKE_TIMEOUT_S, lease_duration=tasks.gpu.LEASE_S)  # as _take_free asks
+    ours = tasks.gpu.SLOT_REQUEST  # as _take_free asks
     try:
-        with concurrency(name, occupy=1, strict=True, **ours):  # the slot is taken...
-            for asked in (ours, dict(timeout_seconds=5.0, lease_duration=tasks.gpu.LEASE_S)):  # ... ksci's, another
+        with concurrency(name, **ours):  # the slot is taken...
+            for asked in (ours, {**ours, "timeout_seconds": 5.0}):  # ... ksci's request, another
                 with pytest.raises(Exception) as refused:
-                    with concurrency(name, occupy=1, max_retries=0, strict=True, **asked):
+                    with concurrency(name, **asked):
                         pass
                 assert tasks.gpu._http_status(refused.value) == 423
     finally:
