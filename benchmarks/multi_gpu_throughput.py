@@ -195,11 +195,11 @@ def print_table(results: list[dict], args) -> None:
         "| harness start-up s (median) | busy windows by GPU | overlaps |"
     )
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    base = rates_of(one) if one else (0, 0, 0)
     for r in results:
         windows, gens = r["windows"], r.get("params", first)["generations"]
         on_gpu, rates = on_a_gpu(r), rates_of(r)
         gpu_s = sum(w[1] - w[0] for ws in windows.values() for w in ws)
-        base = rates_of(one) if one else (0, 0, 0)
         times = [f"{rate / b:.2f}" if b else "-" for rate, b in zip(rates, base, strict=True)]
         counts = ", ".join(f"GPU {gpu}: {len(w)}" for gpu, w in sorted(windows.items()))
         share = busy_share(windows)
