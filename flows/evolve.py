@@ -7,8 +7,8 @@ With the LLM proposer, the selector, experiment designer and kernel writer repla
 Every stage's result is cached by its inputs, and proposals are a deterministic function of the generations
 before, so a rerun of a failed or killed generation reuses what had finished and records no row twice.
 With `overlap` k > 0 (tuning proposer), generations run side by side: generation g learns from the generations
-before max(1, g - k) and starts while the k before it are still on the GPUs (flows/pipeline.py), so that several
-GPUs are not left waiting at each generation's start and end.
+before max(0, g - k) (so generations 1 to k seed the run with generation 0) and starts while the k before it are
+still on the GPUs (flows/pipeline.py), so that several GPUs are not left waiting at each generation's start and end.
 """
 
 from __future__ import annotations

@@ -1,11 +1,14 @@
 """Overlapping generations: which generations one learns from, and the proposals it must not repeat.
 
-With `overlap` k, generation g (g >= 1) learns from the generations before its horizon max(1, g - k): it is
-proposed, compiled and queued for a GPU while up to k generations before it are still being timed, so that no
-GPU waits for a generation's compiles or for its slowest candidate. Every generation still learns from the seeds
-(generation 0). The generations it overlaps hand it their proposals through a board, so that it never proposes
-a point they are already evaluating; the proposals, and with them every cache key, stay a deterministic function
-of the generations before, so a rerun replays from Prefect's cache as without overlap.
+With `overlap` k, generation g learns from the generations before its horizon max(0, g - k): it is proposed,
+compiled and queued for a GPU while the k generations before it are still being timed, so that no GPU waits for a
+generation's compiles or for its slowest candidate. The rule holds from the start: generations 1 to k learn from
+no results and seed the run as generation 0 does (with the tuning proposer: each family's default and Optuna's
+random start-up points, which TPE draws anyway until a family has results), so that generation 0's last
+candidates are not timed on one GPU while the others wait. The generations it overlaps hand it their proposals
+through a board, so that it never proposes a point they are already evaluating; the proposals, and with them every
+cache key, stay a deterministic function of the generations before, so a rerun replays from Prefect's cache as
+without overlap.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ def horizon(generation: int, overlap: int) -> int:
     """Generation `generation` learns from the generations before this one."""
     if overlap < 0:
         raise ValueError(f"overlap {overlap}: expected 0 or more")
-    return 0 if generation == 0 else max(1, generation - overlap)
+    return max(0, generation - overlap)
 
 
 class GenerationFailed(RuntimeError):

@@ -111,9 +111,12 @@ def test_overlapping_generations_learn_from_their_horizon_and_repeat_nothing(tmp
     assert rows["candidate_id"].is_unique and len(rows) == sum(s["candidates"] for s in summaries)
     assert not rows[["template", "params_json"]].duplicated().any()  # nothing proposed while it was in flight
     generation_of = dict(zip(rows["candidate_id"], rows["generation"], strict=True))
-    for _, child in rows[rows["generation"] >= 1].iterrows():
-        # Generation g learns only from the generations before max(1, g - 1): its parents come from there.
-        assert generation_of[child["parent_id"]] < max(1, child["generation"] - 1)
+    # Generation 1 overlaps generation 0 and learns from nothing: it seeds the run, as generation 0 does.
+    assert set(rows[rows["generation"] <= 1]["proposer"]) == {"seed"}
+    assert rows[rows["generation"] <= 1]["parent_id"].isna().all()
+    for _, child in rows[rows["generation"] >= 2].iterrows():
+        # Generation g learns only from the generations before g - 1: its parents come from there.
+        assert generation_of[child["parent_id"]] < child["generation"] - 1
     devices = {json.loads(r)["gpu_window"]["device"] for r in rows[rows["status"] == "ok"]["fingerprint_json"]}
     assert devices == {"0", "1"}
 
@@ -125,7 +128,7 @@ def test_overlapping_generations_learn_from_their_horizon_and_repeat_nothing(tmp
 def test_an_overlapping_generation_that_fails_lets_the_next_finish_and_reruns(tmp_path):
     recording = tmp_path / "recording.json"
     recording.write_text("[]")
-    _run(tmp_path, "probe", recording, generations=2)
+    _run(tmp_path, "probe", recording, generations=2, overlap=1)
     probe = LineageStore(tmp_path / "store").read("probe")
     doomed = probe[probe["generation"] == 1].iloc[0]  # generation 1's proposals do not depend on the run's name
 
@@ -136,7 +139,8 @@ def test_an_overlapping_generation_that_fails_lets_the_next_finish_and_reruns(tm
     with pytest.raises(Exception, match="GPU went away"):
         _run(tmp_path, "flaky", flaky, generations=4, overlap=1)
     rows = LineageStore(tmp_path / "store").read("flaky")
-    # Generation 2 ran beside the failing generation 1 and finished; generation 3 (which learns from 1) never began.
+    # Generation 2 (learns from 0) ran beside the failing generation 1 and finished; generation 3 (learns from 0
+    # and 1) never began.
     assert sorted(rows["generation"].value_counts().items()) == [(0, 3), (1, 2), (2, 3)]
 
     flaky.write_text("[]")  # the GPU is back

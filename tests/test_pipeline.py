@@ -15,10 +15,10 @@ from ksci.propose import Proposal
 from tasks.gpu import GPU_PRIORITY, _Queue, _take_one
 
 
-def test_a_generation_learns_from_the_seeds_and_from_those_it_does_not_overlap():
+def test_a_generation_learns_from_those_it_does_not_overlap_and_the_first_ones_seed_the_run():
     assert [horizon(g, 0) for g in range(5)] == [0, 1, 2, 3, 4]
-    assert [horizon(g, 1) for g in range(5)] == [0, 1, 1, 2, 3]
-    assert [horizon(g, 2) for g in range(6)] == [0, 1, 1, 1, 2, 3]
+    assert [horizon(g, 1) for g in range(5)] == [0, 0, 1, 2, 3]
+    assert [horizon(g, 2) for g in range(6)] == [0, 0, 0, 1, 2, 3]
     with pytest.raises(ValueError, match="expected 0 or more"):
         horizon(3, -1)
 
