@@ -6,12 +6,13 @@ whole process (Python and Prefect start-up included, as `ksci evolve` on a lapto
 with Prefect's API already up (as a deployment, whose server runs all the time). From the lineage, it then
 checks every GPU's busy windows (verify and benchmark of each candidate, recorded by the parent around each
 harness process) for overlaps, how busy the GPUs were between the first window's start and the last one's end,
-and the median time a harness process took to start (Python, torch, the GPU context) before its work.
+the median time a harness process took from its go-ahead to its start (the GPU context) before its work, and
+whether each GPU index always meant one physical GPU (the UUID each timed harness process reported).
 Both runs use the same `--children` and `--overlap` (generations side by side; 0 runs them one after the other).
     python benchmarks/multi_gpu_throughput.py --problem fp8_gemm --generations 3 --children 12 --overlap 1
 The same number of generations on N GPUs (the default) compares equal work: the N-GPU run is about N times
-shorter, so what every run pays once weighs N times more in it (Prefect's start, the first compiles, and
-generation 0, whose results every later generation waits for while GPUs idle at its end). Candidates per hour
+shorter, so what every run pays once weighs N times more in it (Prefect's start, the first compiles, the last
+candidates timed while other GPUs have nothing left). Candidates per hour
 of an evolution that runs for hours is closer to equal time: `--generations-n` gives the N-GPU run more
 generations (about N times as many lasts about as long as the 1-GPU run). Later generations may propose other
 kernels, so the table also counts the candidates that reached a GPU and the GPU seconds each took.
@@ -61,6 +62,7 @@ def run_once(args, gpus: list[str], work: Path, generations: int) -> dict:
         "wall_s": wall,
         "candidates": len(rows),
         "windows": busy_windows(rows),
+        "uuids": uuids_by_device(rows),
         "harness_start_s": harness_starts(rows),
         **timed,
     }
@@ -116,8 +118,28 @@ def busy_windows(rows) -> dict[str, list[tuple[float, float, str]]]:
     return windows
 
 
+def uuids_by_device(rows) -> dict[str, list[str]]:
+    """Per GPU index the harness was given, the physical GPUs (UUIDs) its timed runs reported using."""
+    seen: dict[str, set[str]] = {}
+    for fingerprint in rows["fingerprint_json"].map(json.loads):
+        window = fingerprint.get("gpu_window") or {}
+        if fingerprint.get("gpu_uuid") and "device" in window:
+            seen.setdefault(str(window["device"]), set()).add(fingerprint["gpu_uuid"])
+    return {device: sorted(uuids) for device, uuids in seen.items()}
+
+
+def pinning(result: dict) -> str:
+    """Whether each GPU index always meant one physical GPU, a different one for each index."""
+    uuids = result.get("uuids")  # earlier files lack it
+    if not uuids:
+        return "-"
+    held = all(len(u) == 1 for u in uuids.values()) and len({u[0] for u in uuids.values()}) == len(uuids)
+    return f"{'held' if held else 'BROKEN'} ({len(uuids)} GPUs, {len({x for u in uuids.values() for x in u})} UUIDs)"
+
+
 def harness_starts(rows) -> list[float]:
-    """Per harness process, seconds from its start to its "started" report (Python, torch, the GPU context)."""
+    """Per harness process, seconds from its go-ahead to its "started" report (the GPU context; before the harness
+    was started ahead of its GPU, Python and torch too)."""
     return [w["started_s"] for _, w in gpu_windows(rows) if "started_s" in w]
 
 
@@ -192,9 +214,9 @@ def print_table(results: list[dict], args) -> None:
     print(
         "| GPUs | generations | candidates | on a GPU | process s | candidates/hour | x 1 GPU | Prefect start-up s "
         "| evolution s | candidates/hour | x 1 GPU | on a GPU per hour | x 1 GPU | GPU s per candidate | GPUs busy "
-        "| harness start-up s (median) | busy windows by GPU | overlaps |"
+        "| harness start-up s (median) | busy windows by GPU | overlaps | pinning |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|")
     base = rates_of(one) if one else (0, 0, 0)
     for r in results:
         windows, gens = r["windows"], r.get("params", first)["generations"]
@@ -210,7 +232,7 @@ def print_table(results: list[dict], args) -> None:
             f"| {times[0]} | {r['startup_s']:.1f} | {r['evolution_s']:.1f} | {3600 * rates[1]:.0f} | {times[1]} "
             f"| {3600 * rates[2]:.0f} | {times[2]} | {gpu_s / on_gpu if on_gpu else 0:.1f} "
             f"| {'-' if share is None else f'{100 * share:.0f}%'} | {start} | {counts} "
-            f"| {sum(overlaps(w) for w in windows.values())} |"
+            f"| {sum(overlaps(w) for w in windows.values())} | {pinning(r)} |"
         )
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from ksci import PROJECT_ROOT, __version__
 from ksci.compile import compile_source
 from ksci.hipify import hipify_source, looks_like_cuda
-from ksci.isolate import ChildOutcome, run_child
+from ksci.isolate import Child, ChildOutcome
 from ksci.problem import Problem, has_entry_point, kernels_dir, shape_key
 from ksci.reports import CLOCK_TOLERANCE, timing_doubts, validate_message
 from ksci.results import CheckResult, CompileResult, ShapeTiming, Status, Timing, Verdict, geomean
@@ -66,20 +66,26 @@ def evaluate_source(problem: Problem, source: str, options: EvaluationOptions) -
     return result
 
 
-def run_phases(problem: Problem, compiled: CompileResult, options: EvaluationOptions) -> Verdict:
-    """Verify and/or time a compiled kernel (options.phases) in an isolated child; the verdict says how it went."""
+def run_phases(
+    problem: Problem, compiled: CompileResult, options: EvaluationOptions, harness: Harness | None = None
+) -> Verdict:
+    """Verify and/or time a compiled kernel (options.phases) in an isolated child; the verdict says how it went.
+
+    `harness`: that child, already started for this library and these options (Harness.start), to run on GPU
+    options.device; without it, one is started now."""
     verdict = Verdict(Status.COMPILED, problem.name, options.target, compile=compiled)
     verdict.fingerprint = host_fingerprint(compiled)
     started = time.time()
-    outcome = run_harness(problem, compiled.library, options)
+    outcome = harness.run(options.device) if harness else run_harness(problem, compiled.library, options)
     # When and where the GPU was busy with this candidate: lets a run prove no two candidates shared a GPU.
     verdict.fingerprint["gpu_window"] = {
         "phases": list(options.phases),
         "start": started,
         "end": time.time(),
         "device": options.device,
-        # Seconds from the harness's start to its "started" report (Python, torch, the CUDA/HIP context) and to
-        # "loaded" (the candidate's library): the share of the window that is start-up, not the candidate's work.
+        # Seconds from the go-ahead to the harness's "started" report (the CUDA/HIP context; Python and torch too
+        # when the child was not started ahead) and to "loaded" (the candidate's library): the share of the
+        # window that is start-up, not the candidate's work.
         **{
             f"{event}_s": round(outcome.first_s[event], 3)
             for event in ("started", "loaded")
@@ -178,14 +184,39 @@ def measure_baselines(problem: Problem, options: EvaluationOptions) -> Verdict:
 
 
 def run_harness(problem: Problem, library: str | None, options: EvaluationOptions) -> ChildOutcome:
-    if not gpu_visible(options.target):
-        raise EnvironmentProblem(f"no {options.target} GPU is visible on this machine: nothing can be run or timed")
-    with tempfile.TemporaryDirectory(prefix="ksci-child-") as scratch_dir:
-        scratch = Path(scratch_dir)
+    with Harness(problem, library, options) as harness:
+        return harness.run(options.device)
+
+
+class Harness:
+    """The isolated harness child of one run, which can be started before its GPU is free.
+
+    `start` launches it (Python, torch and the problem's reference load meanwhile); `run(device)` hands it its GPU
+    and waits for its outcome, the timeout counting from there. A GPU task starts it while it waits for a GPU slot
+    (tasks.gpu.any_free_gpu), so that a candidate's start-up overlaps the previous candidate's work on that GPU.
+    Leaving the `with` block kills the child, run or not, and deletes its scratch folder."""
+
+    def __init__(self, problem: Problem, library: str | None, options: EvaluationOptions) -> None:
+        self.problem, self.library, self.options = problem, library, options
+        self._scratch: tempfile.TemporaryDirectory | None = None
+        self._child: Child | None = None
+
+    def start(self) -> None:
+        """Launch the child now (once); it waits for `run`."""
+        if self._child is not None:
+            return
+        if not gpu_visible(self.options.target):
+            raise EnvironmentProblem(
+                f"no {self.options.target} GPU is visible on this machine: nothing can be run or timed"
+            )
+        self._scratch = tempfile.TemporaryDirectory(prefix="ksci-child-")
+        scratch = Path(self._scratch.name)
+        library = self.library
         if library is not None:  # the child loads its own copy: it is given no path into data/
             library = str(shutil.copy(library, scratch / "kernel.so"))
+        options = self.options
         request = {
-            "problem": problem.name,
+            "problem": self.problem.name,
             "library": library,
             "target": options.target,
             "phases": list(options.phases),
@@ -197,12 +228,30 @@ def run_harness(problem: Problem, library: str | None, options: EvaluationOption
         }
         path = scratch / "request.json"
         path.write_text(json.dumps(request))
-        env = child_environment(scratch, options)
         argv = [sys.executable, "-m", "ksci.harness.child", str(path)]
-        return run_child(argv, options.timeout_s, env=env, cwd=scratch)
+        self._child = Child(argv, env=child_environment(scratch), cwd=scratch)
+
+    def run(self, device: str | None) -> ChildOutcome:
+        """Give the child GPU `device` (an index among this process's GPUs; None: every one it may see) and wait."""
+        go = {"env": pin_device(device, self.options.target)} if device is not None else {}
+        self.start()
+        return self._child.run(self.options.timeout_s, go)
+
+    def close(self) -> None:
+        if self._child is not None:
+            self._child.close()
+        if self._scratch is not None:
+            self._scratch.cleanup()
+        self._child = self._scratch = None
+
+    def __enter__(self) -> Harness:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
-def child_environment(scratch: Path, options: EvaluationOptions) -> dict[str, str]:
+def child_environment(scratch: Path) -> dict[str, str]:
     """The harness child's whole environment, from an allowlist: no API keys, no Prefect settings, no proxies.
 
     Kept: the search paths, the GPU runtime's device selection and settings, the locale; HOME and TMPDIR point
@@ -217,9 +266,7 @@ def child_environment(scratch: Path, options: EvaluationOptions) -> dict[str, st
         TMPDIR=str(scratch),
     )
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]))
-    if options.device is not None:
-        env.update(pin_device(options.device, options.target))
-    return env
+    return env  # the GPU it may use comes with the go-ahead (Harness.run), once its slot is taken
 
 
 CHILD_ENV_NAMES = {"PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM"}

@@ -2,6 +2,8 @@
 
 The child gets its own process group (a hard timeout kills the whole group), writes its output to a file
 (so a chatty or stuck grandchild cannot block a pipe), and reports through a dedicated pipe as JSON lines.
+A child may be started ahead of its run (`Child`): it prepares (imports its libraries) until the parent sends it
+the go-ahead, one JSON line on its stdin, and only then does its work; the timeout counts from the go-ahead.
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ class ChildOutcome:
     returncode: int | None = None  # negative: killed by that signal
     timed_out: bool = False
     output: str = ""  # tail of the child's stdout and stderr
-    wall_s: float = 0.0
+    wall_s: float = 0.0  # from the go-ahead to the child's end
     bad_messages: int = 0  # report lines that were not JSON objects with an "event"
-    first_s: dict[str, float] = field(default_factory=dict)  # event -> seconds from the start to its first message
+    first_s: dict[str, float] = field(default_factory=dict)  # event -> seconds from the go-ahead to its first message
 
     def last(self, event: str) -> dict | None:
         return next((m for m in reversed(self.messages) if m["event"] == event), None)
@@ -36,27 +38,51 @@ class ChildOutcome:
         return [m for m in self.messages if m["event"] == event]
 
 
-def run_child(argv: list[str], timeout_s: float, env: dict | None = None, cwd: Path | None = None) -> ChildOutcome:
-    """Run argv + ["--report-fd", N]; kill its process group after timeout_s seconds."""
-    read_fd, write_fd = os.pipe()
-    outcome = ChildOutcome()
-    start = time.monotonic()
-    reader = threading.Thread(target=_read_reports, args=(read_fd, outcome, start), daemon=True)
-    with tempfile.TemporaryFile(mode="w+b") as output:
+class Child:
+    """A child process started now and run later: `run` sends it the go-ahead and waits for it.
+
+    argv gets `--report-fd N` appended. Until `run`, the child may prepare but must wait for the go-ahead on its
+    stdin (a JSON object on one line, then end of file); a child that reads end of file without one must exit, since
+    its parent gave up on it. `close` (or leaving the `with` block) kills the process group, run or not."""
+
+    def __init__(self, argv: list[str], env: dict | None = None, cwd: Path | None = None) -> None:
+        read_fd, write_fd = os.pipe()
+        self.outcome = ChildOutcome()
+        self._arrived: dict[str, float] = {}  # event -> monotonic time of its first message
+        self._output = tempfile.TemporaryFile(mode="w+b")
         try:
-            proc = subprocess.Popen(
+            self._proc = subprocess.Popen(
                 [*argv, "--report-fd", str(write_fd)],
                 pass_fds=(write_fd,),
-                stdin=subprocess.DEVNULL,
-                stdout=output,
+                stdin=subprocess.PIPE,
+                stdout=self._output,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 env=env,
                 cwd=cwd,
             )
+        except BaseException:
+            os.close(read_fd)
+            self._output.close()
+            raise
         finally:
             os.close(write_fd)
-        reader.start()
+        self._reader = threading.Thread(target=_read_reports, args=(read_fd, self.outcome, self._arrived), daemon=True)
+        self._reader.start()
+        self._ran = False
+
+    def run(self, timeout_s: float, go: dict | None = None) -> ChildOutcome:
+        """Send the go-ahead (`go`, {} by default) and wait for the child, killing its group after timeout_s."""
+        if self._ran:
+            raise RuntimeError("a child runs once")
+        self._ran = True
+        outcome, proc = self.outcome, self._proc
+        start = time.monotonic()
+        try:
+            proc.stdin.write(json.dumps(go or {}).encode() + b"\n")
+            proc.stdin.close()
+        except OSError:
+            pass  # the child is gone already (BrokenPipeError): its exit status says how
         try:
             outcome.returncode = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -65,11 +91,37 @@ def run_child(argv: list[str], timeout_s: float, env: dict | None = None, cwd: P
             outcome.returncode = proc.wait()
         _kill_group(proc.pid)  # grandchildren left behind by a child that exited
         outcome.wall_s = time.monotonic() - start
-        reader.join(timeout=10)
-        output.seek(0, os.SEEK_END)
-        output.seek(max(0, output.tell() - OUTPUT_TAIL_CHARS))
-        outcome.output = output.read().decode(errors="replace")
-    return outcome
+        self._reader.join(timeout=10)
+        # A message that came before the go-ahead (a child that did not wait for it) counts as coming at it.
+        outcome.first_s = {event: max(0.0, at - start) for event, at in list(self._arrived.items())}
+        self._output.seek(0, os.SEEK_END)
+        self._output.seek(max(0, self._output.tell() - OUTPUT_TAIL_CHARS))
+        outcome.output = self._output.read().decode(errors="replace")
+        return outcome
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            _kill_group(self._proc.pid)
+            self._proc.wait()
+        _kill_group(self._proc.pid)
+        if self._proc.stdin and not self._proc.stdin.closed:
+            try:
+                self._proc.stdin.close()
+            except OSError:
+                pass
+        self._output.close()
+
+    def __enter__(self) -> Child:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def run_child(argv: list[str], timeout_s: float, env: dict | None = None, cwd: Path | None = None) -> ChildOutcome:
+    """Start argv + ["--report-fd", N], give it the go-ahead at once, and kill its group after timeout_s."""
+    with Child(argv, env=env, cwd=cwd) as child:
+        return child.run(timeout_s)
 
 
 def _kill_group(pgid: int) -> None:
@@ -79,7 +131,7 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def _read_reports(fd: int, outcome: ChildOutcome, start: float) -> None:
+def _read_reports(fd: int, outcome: ChildOutcome, arrived: dict[str, float]) -> None:
     with os.fdopen(fd, "rb") as stream:
         for line in stream:
             try:
@@ -89,6 +141,6 @@ def _read_reports(fd: int, outcome: ChildOutcome, start: float) -> None:
                 continue
             if isinstance(message, dict) and isinstance(message.get("event"), str):
                 outcome.messages.append(message)
-                outcome.first_s.setdefault(message["event"], time.monotonic() - start)
+                arrived.setdefault(message["event"], time.monotonic())
             else:
                 outcome.bad_messages += 1

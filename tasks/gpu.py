@@ -12,7 +12,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -113,7 +113,7 @@ def ensure_gpu_limit(gpu: str) -> None:
 
 
 @contextmanager
-def any_free_gpu(gpus: list[str]) -> Iterator[str]:
+def any_free_gpu(gpus: list[str], on_turn: Callable[[], None] | None = None) -> Iterator[str]:
     """Hold the slot of the first GPU that is free (waiting until one is) and say which GPU it is.
 
     The limits are Prefect's, so this holds across the flows and workers of this host that share one Prefect
@@ -123,6 +123,8 @@ def any_free_gpu(gpus: list[str]) -> Iterator[str]:
     answered for API_GRACE_S; without that the wait would never end.
     Of this process's waiters for the same GPUs, the ones with the lowest GPU_PRIORITY ask first, and only as
     many as there are GPUs; a freed GPU is taken within POLL_S.
+    `on_turn` is called once, when this waiter becomes one of those (so at most as many at a time as there are
+    GPUs) and before it first asks: a candidate starts its harness process there, while the GPUs are still busy.
     """
     last_look = time.monotonic()
     unreachable_since: float | None = None
@@ -130,7 +132,12 @@ def any_free_gpu(gpus: list[str]) -> Iterator[str]:
     ticket = queue.join()
     try:
         while True:
-            held = _take_one(gpus) if queue.may_ask(ticket, len(gpus)) else None
+            held = None
+            if queue.may_ask(ticket, len(gpus)):
+                if on_turn is not None:
+                    on_turn, turn = None, on_turn
+                    turn()
+                held = _take_one(gpus)
             if held is not None:
                 queue.leave(ticket)
                 gpu, stack = held

@@ -10,7 +10,7 @@ a wrong answer is a value, never an exception, and is never retried.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import pandas as pd
 from prefect import get_run_logger, task
@@ -20,6 +20,7 @@ from prefect.tasks import exponential_backoff
 from ksci.evaluate import (
     EnvironmentProblem,
     EvaluationOptions,
+    Harness,
     compile_candidate,
     failed_compile_verdict,
     prepare_source,
@@ -142,12 +143,16 @@ def _run(problem, source, compiled, target, gpus, simulate, phases) -> Verdict:
     if not compiled.ok:
         return failed_compile_verdict(problem, target, compiled)  # rejected by the static screen, or did not compile
     # One candidate at a time per GPU, across every flow and worker sharing this Prefect server.
-    with any_free_gpu(gpus) as gpu:
-        if simulate is not None:
+    if simulate is not None:
+        with any_free_gpu(gpus) as gpu:
             verdict = Simulator(_recording(simulate)).run(spec, source, compiled, phases)
             verdict.fingerprint["gpu_window"] = {"phases": list(phases), "device": gpu}
             return verdict
-        return run_phases(spec, compiled, EvaluationOptions(target=target, phases=phases, device=gpu))
+    options = EvaluationOptions(target=target, phases=phases)
+    # The harness process starts (Python, torch) when the candidate is next in line, while the GPU is still busy,
+    # and gets its GPU once the slot is taken: only the GPU context's start is left inside the GPU's busy time.
+    with Harness(spec, compiled.library, options) as harness, any_free_gpu(gpus, on_turn=harness.start) as gpu:
+        return run_phases(spec, compiled, replace(options, device=gpu), harness)
 
 
 def log_failure(candidate_id: str, verdict: Verdict) -> None:

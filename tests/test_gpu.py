@@ -75,3 +75,24 @@ def test_baselines_are_timed_and_checked(gpu_target):
     if gpu_target == "cuda":
         assert verdict.vendor_geomean_us, verdict.message  # cuBLASLt through torch._scaled_mm, checked correct
         assert verdict.vendor_geomean_us < verdict.reference_geomean_us
+
+
+def test_a_harness_started_ahead_runs_on_the_gpu_it_is_then_given(gpu_target):
+    """The harness process starts before its GPU is known (ksci.evaluate.Harness, as a waiting candidate starts it);
+    the go-ahead's visible-devices variable must still decide which physical GPU it runs on."""
+    import torch
+
+    from ksci.evaluate import Harness, visible_gpus
+
+    problem = load_problem("fp8_gemm")
+    options = _options(problem, gpu_target, benchmarks=problem.benchmarks[:1])
+    seen = {}
+    for device in visible_gpus(gpu_target)[:2]:
+        with Harness(problem, None, options) as harness:  # no library: times the baselines only
+            harness.start()
+            outcome = harness.run(device)
+        started = outcome.last("started")
+        assert started is not None and outcome.last("result") is not None, outcome.output
+        seen[device] = started["fingerprint"]["gpu_uuid"]
+        assert seen[device] == str(torch.cuda.get_device_properties(int(device)).uuid)
+    assert len(set(seen.values())) == len(seen)

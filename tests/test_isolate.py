@@ -7,7 +7,7 @@ import time
 
 from children import reporting_child
 
-from ksci.isolate import run_child
+from ksci.isolate import Child, run_child
 
 
 def test_reports_arrive_and_bad_lines_are_counted(tmp_path):
@@ -46,6 +46,50 @@ def test_the_first_message_of_each_event_is_stamped_with_when_it_came(tmp_path):
     # reader thread may take the last line after the parent has seen the child exit.
     assert 0 < outcome.first_s["started"] < outcome.first_s["loaded"] <= outcome.first_s["result"]
     assert outcome.first_s["loaded"] - outcome.first_s["started"] >= 0.3
+
+
+def test_a_child_started_ahead_waits_for_the_go_ahead_and_its_times_count_from_it(tmp_path):
+    argv = reporting_child(
+        tmp_path,
+        """
+        send("ready")
+        go = json.loads(sys.stdin.readline())
+        send("go", go=go, more=sys.stdin.read())
+        send("result", status="ok")
+    """,
+    )
+    with Child(argv) as child:
+        time.sleep(1.5)  # the child is up and waiting meanwhile
+        outcome = child.run(timeout_s=60, go={"env": {"CUDA_VISIBLE_DEVICES": "3"}})
+    assert outcome.returncode == 0, outcome.output
+    (go,) = outcome.events("go")
+    assert go["go"] == {"env": {"CUDA_VISIBLE_DEVICES": "3"}} and go["more"] == ""  # one line, then end of file
+    assert outcome.first_s["ready"] == 0.0  # came before the go-ahead: counted as at it
+    # Counted from the go-ahead, not from the start 1.5 s earlier (no claim about how fast the child answers).
+    assert outcome.first_s["go"] < 1.5 and outcome.wall_s < 1.5 + 60
+
+
+def test_a_child_closed_without_its_go_ahead_never_runs_and_leaves_nothing_behind(tmp_path):
+    ran, pid_file = tmp_path / "ran", tmp_path / "pid"
+    argv = reporting_child(
+        tmp_path,
+        f"""
+        open({str(pid_file)!r}, "w").write(str(os.getpid()))
+        sys.stdin.readline()
+        open({str(ran)!r}, "w").write("ran")
+    """,
+    )
+    with Child(argv):
+        for _ in range(100):  # until the child is up
+            if pid_file.exists() and pid_file.read_text():
+                break
+            time.sleep(0.1)
+    pid = int(pid_file.read_text())
+    for _ in range(50):
+        if not _alive(pid):
+            break
+        time.sleep(0.1)
+    assert not _alive(pid) and not ran.exists()
 
 
 def test_a_crash_is_seen_as_a_signal(tmp_path):

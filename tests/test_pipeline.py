@@ -12,7 +12,7 @@ import pytest
 import tasks.gpu
 from flows.pipeline import GenerationFailed, ProposalBoard, board_of, horizon, open_board
 from ksci.propose import Proposal
-from tasks.gpu import GPU_PRIORITY, _Queue, _take_one
+from tasks.gpu import GPU_PRIORITY, _Queue, _take_one, any_free_gpu
 
 
 def test_a_generation_learns_from_those_it_does_not_overlap_and_the_first_ones_seed_the_run():
@@ -100,6 +100,56 @@ def test_a_slot_request_held_up_on_one_gpu_does_not_hold_up_the_others(monkeypat
     answer.set()
     stuck.join(30)
     assert first and first[0] is not None and first[0][0] == "stall-a"
+
+
+def test_a_waiter_is_told_its_turn_once_it_is_next_in_line_and_not_before(monkeypatch):
+    """on_turn, where a candidate starts its harness process, comes once per waiter while the GPU is still busy,
+    to at most as many waiters at a time as there are GPUs."""
+    limit = SimpleNamespace(active_slots=0, limit=1)
+
+    @contextmanager
+    def concurrency(name, **options):
+        limit.active_slots += 1  # only asked for when free, one request at a time per GPU (_take_free)
+        try:
+            yield
+        finally:
+            limit.active_slots -= 1
+
+    monkeypatch.setattr(tasks.gpu, "concurrency", concurrency)
+    monkeypatch.setattr(
+        tasks.gpu,
+        "get_client",
+        lambda sync_client: nullcontext(SimpleNamespace(read_global_concurrency_limit_by_name=lambda name: limit)),
+    )
+    turns, holding, release = [], [threading.Event() for _ in range(3)], [threading.Event() for _ in range(3)]
+
+    def candidate(i: int) -> None:
+        with any_free_gpu(["turn-a"], on_turn=lambda: turns.append(i)):
+            holding[i].set()
+            assert release[i].wait(30)
+
+    threads = [threading.Thread(target=candidate, args=(i,), daemon=True) for i in range(3)]
+    threads[0].start()
+    assert holding[0].wait(30)
+    threads[1].start()
+    _until(lambda: turns == [0, 1])  # next in line while 0 holds the GPU: told at once
+    threads[2].start()
+    time.sleep(0.5)  # several polls
+    assert turns == [0, 1] and not holding[1].is_set()  # 2 is behind 1 on a single GPU: not yet
+    release[0].set()
+    assert holding[1].wait(30)
+    _until(lambda: turns == [0, 1, 2])
+    release[1].set(), release[2].set()
+    for thread in threads:
+        thread.join(30)
+    assert holding[2].is_set() and limit.active_slots == 0
+
+
+def _until(condition, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
 
 
 @pytest.fixture

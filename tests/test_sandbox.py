@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 
 from children import reporting_child
 
-from ksci.evaluate import EvaluationOptions, child_environment
+from ksci.evaluate import child_environment
 from ksci.isolate import run_child
 
 SECRETS = {
@@ -27,7 +28,7 @@ def test_the_child_sees_no_secrets_and_lives_in_its_scratch_folder(tmp_path, mon
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    env = child_environment(scratch, EvaluationOptions())
+    env = child_environment(scratch)
     argv = reporting_child(tmp_path, 'send("environ", environ=dict(os.environ), cwd=os.getcwd())')
     outcome = run_child(argv, timeout_s=60, env=env, cwd=scratch)
     (message,) = outcome.events("environ")
@@ -70,3 +71,16 @@ def test_limits_and_network_isolation_are_applied_or_reported(tmp_path):
     assert outcome.last("wrote") is None
     assert outcome.last("write_refused") is not None or outcome.returncode == -25
     assert json.dumps(message)  # what the fingerprint records is plain JSON
+
+
+def test_the_harness_child_exits_without_running_when_its_parent_gives_no_go_ahead(tmp_path):
+    """End of file on stdin before the go-ahead: the parent gave up (killed, or the wait for a GPU failed)."""
+    from ksci.harness.child import NO_GO_AHEAD
+
+    request = tmp_path / "request.json"
+    request.write_text(json.dumps({"problem": "fp8_gemm", "library": None, "target": "cuda"}))
+    env = {**child_environment(tmp_path), "PYTHONPATH": ":".join(sys.path)}
+    argv = [sys.executable, "-m", "ksci.harness.child", str(request), "--report-fd", "1"]
+    done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == NO_GO_AHEAD, done.stderr
+    assert done.stdout == ""  # reported nothing: no "started", so no GPU runtime was started either

@@ -1,8 +1,12 @@
 """The child process that loads one candidate library, checks it and times it.
 
-Run as `python -m ksci.harness.child REQUEST.json --report-fd N`. It reports JSON lines on fd N:
-started, loaded, check (one per input set), timing (one per benchmark shape), and a final result.
-A crash or hang simply ends the process; the parent (ksci.evaluate) turns what it saw into a verdict.
+Run as `python -m ksci.harness.child REQUEST.json --report-fd N`. It imports torch and the problem's reference,
+then waits for the go-ahead on its stdin (ksci.isolate.Child): one JSON line, {"env": {...}} with the variable that
+shows it its GPU (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES), set before the GPU runtime starts. The parent starts
+it before its GPU is free, so that Python and torch start while another candidate holds the GPU. End of file
+without a go-ahead ends it (exit 5): its parent gave up. By hand: `echo '{}' | python -m ksci.harness.child ...`.
+It reports JSON lines on fd N: started, loaded, check (one per input set), timing (one per benchmark shape), and a
+final result. A crash or hang simply ends the process; the parent (ksci.evaluate) turns what it saw into a verdict.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ WARMUP_SEED_OFFSET = 2_000_029
 REFRESH_SEED_OFFSET = 3_000_017
 ROTATIONS = 3
 VENDOR_RELATIVE_ERROR = 1e-2
+NO_GO_AHEAD = 5  # exit status of a child whose parent closed its stdin without the go-ahead
 
 
 class KernelFailed(Exception):
@@ -151,11 +156,11 @@ def _guards_intact(buffer: torch.Tensor, numel: int) -> bool:
 
 
 class Session:
-    def __init__(self, request: dict, reporter: Reporter):
+    def __init__(self, request: dict, reporter: Reporter, problem=None, ref=None):
         self.request, self.reporter = request, reporter
         self.target = request["target"]
-        self.problem = load_problem(request["problem"])
-        self.ref = self.problem.reference_module()
+        self.problem = problem or load_problem(request["problem"])
+        self.ref = ref or self.problem.reference_module()
         self.device = torch.device("cuda", 0)
         torch.cuda.set_device(self.device)
         torch.backends.cuda.matmul.allow_tf32 = False  # the reference is exact float32
@@ -314,7 +319,19 @@ def device_fingerprint() -> dict:
         "cuda_runtime": torch.version.cuda,
         "hip_runtime": torch.version.hip,
         "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("HIP_VISIBLE_DEVICES"),
+        # Which physical GPU this was, whatever its index: lets a run check that its pinning held.
+        "gpu_uuid": str(props.uuid) if getattr(props, "uuid", None) is not None else None,
     }
+
+
+def await_go_ahead() -> dict | None:
+    """The parent's go-ahead from stdin, or None at end of file; stdin is then closed (nothing more comes)."""
+    line = sys.stdin.readline()
+    sys.stdin.close()
+    go = json.loads(line) if line.strip() else None
+    if go is not None and not (isinstance(go, dict) and isinstance(go.get("env", {}), dict)):
+        raise ValueError(f"the go-ahead must be a JSON object with an optional env object, not {line.strip()!r}")
+    return go
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -325,9 +342,15 @@ def main(argv: list[str] | None = None) -> int:
     reporter = Reporter(args.report_fd)
     with open(args.request) as fh:
         request = json.load(fh)
+    problem = load_problem(request["problem"])
+    ref = problem.reference_module()  # imports torch's pieces the reference uses, before the GPU is ours
+    go = await_go_ahead()
+    if go is None:
+        return NO_GO_AHEAD
+    os.environ.update(go.get("env", {}))  # read by the GPU runtime when it starts, in Session below
     limits = limit_resources(float(request.get("timeout_s", 900.0)))
     try:
-        session = Session(request, reporter)
+        session = Session(request, reporter, problem, ref)
         session.sandbox["limits"] = limits
         session.run()
     except (
