@@ -38,6 +38,10 @@ API_GRACE_S = 30.0  # a Prefect API that has not answered for this long ends the
 # it (ksci.evaluate.EvaluationOptions.timeout_s, 900 s, kills a harness), so it is another run's or stuck.
 STUCK_HINT_S = 1200.0
 WATCH_GAP_S = 30.0  # ... taken at every look, with no longer gap than this between looks (it may have been free)
+# Waiters per GPU told their turn is near (any_free_gpu's on_turn: a candidate starts its harness process then).
+# A verification holds a GPU for 1 to 3 s, less than Python and torch take to start (2 to 4 s on a busy host), so
+# the next in line alone would often still be starting when the GPU frees up; the two next ones have twice as long.
+START_AHEAD = 2
 
 
 # The generation a task belongs to (set in the generation flow; submitted tasks inherit it): lower goes first.
@@ -123,8 +127,8 @@ def any_free_gpu(gpus: list[str], on_turn: Callable[[], None] | None = None) -> 
     answered for API_GRACE_S; without that the wait would never end.
     Of this process's waiters for the same GPUs, the ones with the lowest GPU_PRIORITY ask first, and only as
     many as there are GPUs; a freed GPU is taken within POLL_S.
-    `on_turn` is called once, when this waiter becomes one of those (so at most as many at a time as there are
-    GPUs) and before it first asks: a candidate starts its harness process there, while the GPUs are still busy.
+    `on_turn` is called once, when fewer than START_AHEAD x len(gpus) of those waiters are ahead of this one, and
+    before it first asks: a candidate starts its harness process there, while the GPUs are still busy.
     """
     last_look = time.monotonic()
     unreachable_since: float | None = None
@@ -132,12 +136,10 @@ def any_free_gpu(gpus: list[str], on_turn: Callable[[], None] | None = None) -> 
     ticket = queue.join()
     try:
         while True:
-            held = None
-            if queue.may_ask(ticket, len(gpus)):
-                if on_turn is not None:
-                    on_turn, turn = None, on_turn
-                    turn()
-                held = _take_one(gpus)
+            if on_turn is not None and queue.may_ask(ticket, START_AHEAD * len(gpus)):
+                on_turn, turn = None, on_turn
+                turn()
+            held = _take_one(gpus) if queue.may_ask(ticket, len(gpus)) else None
             if held is not None:
                 queue.leave(ticket)
                 gpu, stack = held

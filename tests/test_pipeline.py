@@ -102,9 +102,10 @@ def test_a_slot_request_held_up_on_one_gpu_does_not_hold_up_the_others(monkeypat
     assert first and first[0] is not None and first[0][0] == "stall-a"
 
 
-def test_a_waiter_is_told_its_turn_once_it_is_next_in_line_and_not_before(monkeypatch):
+def test_a_waiter_is_told_its_turn_is_near_once_few_are_ahead_and_not_before(monkeypatch):
     """on_turn, where a candidate starts its harness process, comes once per waiter while the GPU is still busy,
-    to at most as many waiters at a time as there are GPUs."""
+    when fewer than START_AHEAD waiters per GPU are ahead of it (here one GPU)."""
+    ahead = tasks.gpu.START_AHEAD
     limit = SimpleNamespace(active_slots=0, limit=1)
 
     @contextmanager
@@ -121,28 +122,31 @@ def test_a_waiter_is_told_its_turn_once_it_is_next_in_line_and_not_before(monkey
         "get_client",
         lambda sync_client: nullcontext(SimpleNamespace(read_global_concurrency_limit_by_name=lambda name: limit)),
     )
-    turns, holding, release = [], [threading.Event() for _ in range(3)], [threading.Event() for _ in range(3)]
+    count = ahead + 2
+    turns, holding, release = [], [threading.Event() for _ in range(count)], [threading.Event() for _ in range(count)]
 
     def candidate(i: int) -> None:
         with any_free_gpu(["turn-a"], on_turn=lambda: turns.append(i)):
             holding[i].set()
             assert release[i].wait(30)
 
-    threads = [threading.Thread(target=candidate, args=(i,), daemon=True) for i in range(3)]
+    threads = [threading.Thread(target=candidate, args=(i,), daemon=True) for i in range(count)]
     threads[0].start()
     assert holding[0].wait(30)
-    threads[1].start()
-    _until(lambda: turns == [0, 1])  # next in line while 0 holds the GPU: told at once
-    threads[2].start()
+    for i in range(1, ahead + 1):  # in this order: the queue is first come, first served within a generation
+        threads[i].start()
+        _until(lambda i=i: turns == list(range(i + 1)))  # fewer than START_AHEAD ahead: told at once
+    threads[-1].start()
     time.sleep(0.5)  # several polls
-    assert turns == [0, 1] and not holding[1].is_set()  # 2 is behind 1 on a single GPU: not yet
+    assert turns == list(range(ahead + 1)) and not holding[1].is_set()  # the last has START_AHEAD ahead: not yet
     release[0].set()
     assert holding[1].wait(30)
-    _until(lambda: turns == [0, 1, 2])
-    release[1].set(), release[2].set()
+    _until(lambda: turns == list(range(count)))
+    for i in range(1, count):
+        release[i].set()
     for thread in threads:
         thread.join(30)
-    assert holding[2].is_set() and limit.active_slots == 0
+    assert all(h.is_set() for h in holding) and limit.active_slots == 0
 
 
 def _until(condition, timeout_s: float = 30.0) -> None:
