@@ -100,10 +100,9 @@ class Child:
         return outcome
 
     def close(self) -> None:
-        if self._proc.poll() is None:
-            _kill_group(self._proc.pid)
+        if not self._ran:  # never given its go-ahead: kill it with its group (run killed and reaped it already)
+            _kill_group(self._proc.pid)  # before wait(): until it is reaped, its group id cannot be reused
             self._proc.wait()
-        _kill_group(self._proc.pid)
         if self._proc.stdin and not self._proc.stdin.closed:
             try:
                 self._proc.stdin.close()
