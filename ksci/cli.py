@@ -92,9 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--overlap",
         type=int,
-        help="generations a new one may overlap, so that GPUs never wait for a generation's compiles or its slowest "
-        "candidate; it then learns from the generations before those (tuning proposer only; default: 1 on "
-        "several GPUs, else 0)",
+        help="generations a new one may overlap, so that GPUs wait less for a generation's compiles or its slowest "
+        "candidate; it then learns from the generations before those, and generations 1..K seed the run beside "
+        "generation 0 (tuning proposer only; default: 1 on several GPUs, else 0)",
     )
     p.add_argument(
         "--store", help="lineage store: a folder or an fsspec URL such as s3://bucket/runs (default: data/runs)"
