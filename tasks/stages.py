@@ -149,8 +149,9 @@ def _run(problem, source, compiled, target, gpus, simulate, phases) -> Verdict:
             verdict.fingerprint["gpu_window"] = {"phases": list(phases), "device": gpu}
             return verdict
     options = EvaluationOptions(target=target, phases=phases)
-    # The harness process starts (Python, torch) when the candidate is next in line, while the GPU is still busy,
-    # and gets its GPU once the slot is taken: only the GPU context's start is left inside the GPU's busy time.
+    # The harness process starts (Python, torch) when the candidate is near the front of the queue (START_AHEAD),
+    # while the GPUs are still busy, and gets its GPU once the slot is taken: only the GPU context's start is left
+    # inside the GPU's busy time.
     with Harness(spec, compiled.library, options) as harness, any_free_gpu(gpus, on_turn=harness.start) as gpu:
         return run_phases(spec, compiled, replace(options, device=gpu), harness)
 
