@@ -10,6 +10,7 @@ import itertools
 import logging
 import re
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,18 +19,20 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from uuid import UUID
 
+import certifi
 import httpx
 from prefect import get_run_logger
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
-from prefect.concurrency.asyncio import ConcurrencySlotAcquisitionError
-from prefect.concurrency.sync import concurrency
+from prefect.client.schemas.responses import ConcurrencyLimitWithLeaseResponse
+from prefect.concurrency._events import emit_concurrency_acquisition_events, emit_concurrency_release_events
+from prefect.concurrency._leases import maintain_concurrency_lease
 from prefect.exceptions import MissingContextError, ObjectAlreadyExists, ObjectNotFound
 from prefect.server.concurrency.lease_storage.filesystem import ConcurrencyLeaseStorage
 from prefect.settings import get_current_settings
 from prefect.utilities.asyncutils import run_coro_as_sync
 
-TAKE_TIMEOUT_S = 10.0  # how long a request for a slot that looked free may take (a busy API can be slow)
+TAKE_TIMEOUT_S = 10.0  # how long one request for a slot that looked free, or its release, may take
 POLL_S = 0.1  # how often a waiting candidate looks for a free slot: the most a GPU idles between two candidates
 LEASE_S = 60.0  # a slot whose holder was killed is free again this long after the holder's last renewal
 REPOSSESS_EVERY_S = 5.0  # also how often a wait that finds every slot busy asks whether the API is there at all
@@ -42,6 +45,12 @@ WATCH_GAP_S = 30.0  # ... taken at every look, with no longer gap than this betw
 # A verification holds a GPU for 1 to 3 s, less than Python and torch take to start (2 to 4 s on a busy host), so
 # the next in line alone would often still be starting when the GPU frees up; the two next ones have twice as long.
 START_AHEAD = 2
+# A Prefect server on SQLite answers a write that collided with another one with 503 (SQLITE_BUSY_SNAPSHOT), and
+# Prefect's client asks again after 2 s (its back-off, not a setting): 2 s with a GPU idle, for a slot request or
+# release. Those two are asked again at once instead, every BUSY_RETRY_S, this many times before the client's own
+# retries take over (a server that stays busy, or one going down).
+BUSY_RETRIES = 20
+BUSY_RETRY_S = 0.05
 
 
 # The generation a task belongs to (set in the generation flow; submitted tasks inherit it): lower goes first.
@@ -75,10 +84,7 @@ _QUEUES_LOCK = threading.Lock()
 _TAKING: dict[str, threading.Lock] = {}  # per GPU: one request for its slot at a time in this process
 _HELD: set[str] = set()  # GPUs whose slot a candidate of this process holds
 _TAKEN: dict[str, tuple[float, float, bool]] = {}  # GPUs seen taken by others: since, last look, warned
-
-
-# How a candidate asks for a GPU's slot (_take_free); _HandledSlotErrors recognises these requests by it.
-SLOT_REQUEST = dict(occupy=1, timeout_seconds=TAKE_TIMEOUT_S, max_retries=0, strict=True, lease_duration=LEASE_S)
+_SLOT_CLIENTS: dict[str, object] = {}  # by API URL: the open client of _slot_client
 
 
 def _taking(gpu: str) -> threading.Lock:
@@ -164,8 +170,8 @@ def any_free_gpu(gpus: list[str], on_turn: Callable[[], None] | None = None) -> 
 def _take_one(gpus: list[str]) -> tuple[str, ExitStack] | None:
     """A GPU whose slot is free, with the stack that holds it; None when every slot is taken.
 
-    Only a GPU whose limit shows a free slot is asked for it: a request for a busy one would wait out its timeout
-    in Prefect's acquisition service for that limit, holding up every other request of this process for it."""
+    Only a GPU whose limit shows a free slot is asked for it: the look is a read, a request is a write, and on an
+    API backed by SQLite every write can collide with the run's others (a 503, asked again)."""
     with get_client(sync_client=True) as client:
         try:
             return _take_free(gpus, client)
@@ -180,24 +186,95 @@ def _take_free(gpus: list[str], client) -> tuple[str, ExitStack] | None:
     limits = {gpu: client.read_global_concurrency_limit_by_name(gpu_limit_name(gpu)) for gpu in gpus}
     _watch_taken(limits)
     for gpu in gpus:
-        # A GPU another waiter of this process is asking for is skipped, not waited for: a request that Prefect's
-        # client retries (a 503 from a busy API costs ~2 s) then holds up only that GPU, not the others.
+        # A GPU another waiter of this process is asking for is skipped, not waited for: a request that the API
+        # keeps answering with 503 (asked again by _BusyRetried, then by Prefect's client after 2 s, 4 s, ...)
+        # then holds up only that GPU, not the others.
         taking = _taking(gpu)
         if limits[gpu].active_slots >= limits[gpu].limit or not taking.acquire(blocking=False):
             continue
         stack = ExitStack()
-        try:  # max_retries=0: if another process took the slot meanwhile, Prefect says so at once (423 Locked)
-            stack.enter_context(concurrency(gpu_limit_name(gpu), **SLOT_REQUEST))
-        except (httpx.HTTPStatusError, ConcurrencySlotAcquisitionError) as exc:
+        try:
+            stack.enter_context(hold_slot(gpu))
+        except httpx.HTTPStatusError as exc:
             if _http_status(exc) == httpx.codes.LOCKED:
-                continue  # another process or waiter took it since the look (Prefect wraps the 423 in its own error)
+                continue  # another process or waiter took it since the look
             raise  # _take_one decides: the API in trouble, or a real error
-        except TimeoutError:
-            continue  # the API did not answer in time; the wait's health checks decide whether it is gone
         finally:
             taking.release()
         return gpu, stack
     return None
+
+
+@contextmanager
+def hold_slot(gpu: str) -> Iterator[None]:
+    """Take the GPU's slot (one request: a slot someone else holds is refused at once, 423 Locked), hold it, renew
+    its lease while held (Prefect's own renewal; a holder killed lets it expire after LEASE_S), release it.
+
+    What prefect.concurrency.sync.concurrency does, but with requests that are asked again at once when the API is
+    busy (_slot_client), not after Prefect's 2 s; Prefect's slot-acquisition service, which that goes through,
+    makes its own client, with the 2 s."""
+    name = gpu_limit_name(gpu)
+    response = _slot_client().increment_concurrency_slots_with_lease(
+        names=[name], slots=1, mode="concurrency", lease_duration=LEASE_S
+    )
+    granted = ConcurrencyLimitWithLeaseResponse.model_validate(response.json())
+    if not granted.limits:  # it was read just before, so it was deleted since
+        raise RuntimeError(f"the GPU limit {name} does not exist any more; was it deleted while the run waited?")
+    events = emit_concurrency_acquisition_events(granted.limits, 1)  # as Prefect's own, for the UI's event feed
+    try:
+        with maintain_concurrency_lease(granted.lease_id, LEASE_S, raise_on_lease_renewal_failure=True):
+            yield
+    finally:
+        _slot_client().release_concurrency_slots_with_lease(granted.lease_id)
+        emit_concurrency_release_events(granted.limits, 1, events)
+
+
+class _BusyRetried(httpx.BaseTransport):
+    """A transport that asks again, every BUSY_RETRY_S and up to BUSY_RETRIES times, a request answered with 503
+    (the API's database busy), before Prefect's client sees the answer."""
+
+    def __init__(self, inner: httpx.BaseTransport) -> None:
+        self._inner = inner
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        for _ in range(BUSY_RETRIES):
+            response = self._inner.handle_request(request)
+            if response.status_code != httpx.codes.SERVICE_UNAVAILABLE:
+                return response
+            response.close()
+            logging.getLogger(__name__).debug("busy API (503) for %s %s: asked again", request.method, request.url)
+            time.sleep(BUSY_RETRY_S)
+        return self._inner.handle_request(request)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def _slot_client():
+    """The Prefect client for the slot requests: through _BusyRetried, TAKE_TIMEOUT_S a request. One per API and
+    process, opened on first use and left open, so that a hand-off pays for no client set-up (TLS context, CSRF
+    look-up: 20 to 60 ms a client on a busy host)."""
+    url = get_current_settings().api.url or ""  # "": the embedded API, one per process
+    with _QUEUES_LOCK:
+        client = _SLOT_CLIENTS.get(url)
+        if client is None:
+            client = get_client(
+                sync_client=True,
+                httpx_settings={"transport": _BusyRetried(_api_transport()), "timeout": httpx.Timeout(TAKE_TIMEOUT_S)},
+            ).__enter__()
+            _SLOT_CLIENTS[url] = client
+    return client
+
+
+def _api_transport() -> httpx.BaseTransport:
+    """A transport to the API with TLS as Prefect sets it up for its own clients (a transport given to a client
+    carries the TLS settings; the client's own are not used for it)."""
+    api = get_current_settings().api
+    if api.tls_insecure_skip_verify:
+        verify: ssl.SSLContext | bool = False
+    else:
+        verify = ssl.create_default_context(cafile=api.ssl_cert_file or certifi.where())
+    return httpx.HTTPTransport(verify=verify, http2=api.enable_http2, retries=3)
 
 
 def _watch_taken(limits: dict) -> None:
@@ -232,39 +309,6 @@ def _watch_taken(limits: dict) -> None:
             name,
             name,
         )
-
-
-class _HandledSlotErrors(logging.Filter):
-    """Moves to DEBUG (shown only where that logger shows DEBUG) the ERROR line that Prefect's slot-acquisition
-    service logs for each of ksci's slot requests that fails. The service also hands the error to the waiting
-    candidate, which handles it (423: another took the slot; a 5xx: look again) or raises it, so the line says
-    nothing the run does not already act on (a dozen of them in a 4-GPU run, each reading as a failure).
-    Requests are recognised by their parameters (SLOT_REQUEST, which only _take_free uses); any other request's
-    failure stays an ERROR."""
-
-    # The start of the service's work item, in Prefect's order: slots, mode, timeout, retries, lease, strict.
-    OURS = (
-        SLOT_REQUEST["occupy"],
-        "concurrency",
-        SLOT_REQUEST["timeout_seconds"],
-        SLOT_REQUEST["max_retries"],
-        SLOT_REQUEST["lease_duration"],
-        SLOT_REQUEST["strict"],
-    )
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        args = record.args if isinstance(record.args, tuple) else ()
-        item = args[1] if len(args) == 2 and isinstance(args[1], tuple) else ()
-        if record.levelno >= logging.ERROR and "failed to process item" in str(record.msg) and item[:6] == self.OURS:
-            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
-            # Prefect's handlers take every level; the logger's own level was checked for ERROR, so check again.
-            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
-        return True
-
-
-_SERVICE_LOGGER = logging.getLogger("prefect._internal.concurrency")  # where Prefect's services log
-if not any(isinstance(f, _HandledSlotErrors) for f in _SERVICE_LOGGER.filters):
-    _SERVICE_LOGGER.addFilter(_HandledSlotErrors())
 
 
 def _logger():

@@ -174,33 +174,56 @@ def test_rebench_retimes_the_champions_into_a_run_of_its_own(tmp_path):
     assert sorted(retimed["geomean_us"]) == pytest.approx(sorted(best_two["geomean_us"]))
 
 
-def test_a_refused_slot_request_of_ksci_is_not_logged_as_an_error_but_others_still_are():
-    """Prefect's acquisition service logs an ERROR for every request that fails; ksci handles its own (a 423 when
-    another took the slot), so for those the line goes to DEBUG. A real request, refused by the real API."""
+def test_a_gpu_slot_is_refused_to_others_while_held_and_a_busy_answer_never_reaches_prefects_client(monkeypatch):
+    """tasks.gpu.hold_slot against the real (embedded) API. Its first slot request is answered 503 by a scripted
+    stand-in in front of the real transport, as an API on SQLite answers when two writes collide: _BusyRetried
+    asks again at once, so Prefect's client (which would wait 2 s, and log that it does) never sees the 503."""
     import logging
 
-    from prefect.concurrency.sync import concurrency
+    import httpx
+    from prefect.client.orchestration import get_client
 
     import tasks.gpu
 
-    tasks.gpu.ensure_gpu_limit("log-test")
-    name = tasks.gpu.gpu_limit_name("log-test")
+    tasks.gpu.ensure_gpu_limit("hold-test")
+    name = tasks.gpu.gpu_limit_name("hold-test")
+    real_transport, paths = tasks.gpu._api_transport, []
+
+    class FirstRequestBusy(httpx.BaseTransport):
+        def __init__(self) -> None:
+            self.inner = real_transport()
+
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            paths.append(request.url.path.rsplit("/", 1)[-1])
+            if paths.count("increment-with-lease") == 1 and paths[-1] == "increment-with-lease":
+                return httpx.Response(503, json={"exception_message": "Service Unavailable"})
+            return self.inner.handle_request(request)
+
+        def close(self) -> None:
+            self.inner.close()
+
+    def active_slots() -> int:
+        with get_client(sync_client=True) as client:
+            return client.read_global_concurrency_limit_by_name(name).active_slots
+
+    monkeypatch.setattr(tasks.gpu, "_api_transport", FirstRequestBusy)
+    monkeypatch.setattr(tasks.gpu, "_SLOT_CLIENTS", {})  # none made yet with the stand-in
     records: list[logging.LogRecord] = []
-    handler = logging.Handler()  # every level, as Prefect's console handler: the logger's level decides
+    handler = logging.Handler()  # on the logger of Prefect's client retries (prefect.client.base), every level
     handler.emit = records.append
-    service_logger = logging.getLogger("prefect._internal.concurrency")
-    service_logger.addHandler(handler)
-    level, service_logger.level = service_logger.level, logging.INFO
-    ours = tasks.gpu.SLOT_REQUEST  # as _take_free asks
+    client_logger = logging.getLogger("prefect.client")
+    client_logger.addHandler(handler)
+    level, client_logger.level = client_logger.level, logging.DEBUG
     try:
-        with concurrency(name, **ours):  # the slot is taken...
-            for asked in (ours, {**ours, "timeout_seconds": 5.0}):  # ... ksci's request, another
-                with pytest.raises(Exception) as refused:
-                    with concurrency(name, **asked):
-                        pass
-                assert tasks.gpu._http_status(refused.value) == 423
+        with tasks.gpu.hold_slot("hold-test"):
+            assert active_slots() == 1
+            with pytest.raises(httpx.HTTPStatusError) as refused, tasks.gpu.hold_slot("hold-test"):
+                pass
+            assert tasks.gpu._http_status(refused.value) == 423  # another holds it: refused at once
+        assert active_slots() == 0
     finally:
-        service_logger.removeHandler(handler)
-        service_logger.level = level
-    shown = [(r.levelno, r.args[1][2]) for r in records]  # (level, the request's timeout)
-    assert shown == [(logging.ERROR, 5.0)], [r.getMessage() for r in records]
+        client_logger.removeHandler(handler)
+        client_logger.level = level
+    slot_requests = [path for path in paths if path.endswith("-with-lease")]  # not the clients' CSRF look-ups
+    assert slot_requests == ["increment-with-lease"] * 3 + ["decrement-with-lease"]  # busy, granted, refused; freed
+    assert not [r.getMessage() for r in records if "retryable" in r.getMessage()]

@@ -7,12 +7,13 @@ import time
 from contextlib import contextmanager, nullcontext
 from types import SimpleNamespace
 
+import httpx
 import pytest
 
 import tasks.gpu
 from flows.pipeline import GenerationFailed, ProposalBoard, board_of, horizon, open_board
 from ksci.propose import Proposal
-from tasks.gpu import GPU_PRIORITY, _Queue, _take_one, any_free_gpu
+from tasks.gpu import GPU_PRIORITY, _BusyRetried, _Queue, _take_one, any_free_gpu
 
 
 def test_a_generation_learns_from_those_it_does_not_overlap_and_the_first_ones_seed_the_run():
@@ -76,20 +77,21 @@ def test_older_generations_ask_for_a_gpu_first():
 
 
 def test_a_slot_request_held_up_on_one_gpu_does_not_hold_up_the_others(monkeypatch):
-    """Prefect's client retries a request the API answered with 503 after ~2 s; meanwhile this process's other
-    waiters take the other free GPUs (they skip the GPU being asked for instead of queueing behind it)."""
+    """A slot request can be slow (an API that answers 503 for longer than _BusyRetried asks again is asked
+    again by Prefect's client, after 2 s, 4 s, ...); meanwhile this process's other waiters take the other free
+    GPUs (they skip the GPU being asked for instead of queueing behind it)."""
     asked, answer = threading.Event(), threading.Event()
 
     @contextmanager
-    def concurrency(name, **options):
-        if name.endswith("-stall-a"):
+    def hold_slot(gpu):
+        if gpu == "stall-a":
             asked.set()
             assert answer.wait(30)  # the API's late answer
         yield
 
     free = SimpleNamespace(active_slots=0, limit=1)
     client = SimpleNamespace(read_global_concurrency_limit_by_name=lambda name: free)
-    monkeypatch.setattr(tasks.gpu, "concurrency", concurrency)
+    monkeypatch.setattr(tasks.gpu, "hold_slot", hold_slot)
     monkeypatch.setattr(tasks.gpu, "get_client", lambda sync_client: nullcontext(client))
     first: list = []
     stuck = threading.Thread(target=lambda: first.append(_take_one(["stall-a", "stall-b"])), daemon=True)
@@ -102,6 +104,29 @@ def test_a_slot_request_held_up_on_one_gpu_does_not_hold_up_the_others(monkeypat
     assert first and first[0] is not None and first[0][0] == "stall-a"
 
 
+def test_a_busy_api_is_asked_again_at_once_and_after_so_many_times_prefects_client_takes_over(monkeypatch):
+    """_BusyRetried, under the slot requests: a 503 (the API's SQLite busy) is asked again by the transport, not
+    handed to Prefect's client (whose next try comes 2 s later); one that stays busy is handed over."""
+    monkeypatch.setattr(tasks.gpu, "BUSY_RETRY_S", 0.0)
+    answers: list[int] = []
+
+    def api(busy_times: int):
+        def answer(request: httpx.Request) -> httpx.Response:
+            assert request.content == b'{"names":["gpu-0"]}'  # the same body each time
+            answers.append(503 if len(answers) < busy_times else 200)
+            return httpx.Response(answers[-1])
+
+        return httpx.Client(transport=_BusyRetried(httpx.MockTransport(answer)), base_url="http://api")
+
+    with api(busy_times=2) as client:
+        assert client.post("/increment", json={"names": ["gpu-0"]}).status_code == 200
+    assert answers == [503, 503, 200]
+    answers.clear()
+    with api(busy_times=1000) as client:
+        assert client.post("/increment", json={"names": ["gpu-0"]}).status_code == 503
+    assert len(answers) == tasks.gpu.BUSY_RETRIES + 1
+
+
 def test_a_waiter_is_told_its_turn_is_near_once_few_are_ahead_and_not_before(monkeypatch):
     """on_turn, where a candidate starts its harness process, comes once per waiter while the GPU is still busy,
     when fewer than START_AHEAD waiters per GPU are ahead of it (here one GPU)."""
@@ -109,14 +134,14 @@ def test_a_waiter_is_told_its_turn_is_near_once_few_are_ahead_and_not_before(mon
     limit = SimpleNamespace(active_slots=0, limit=1)
 
     @contextmanager
-    def concurrency(name, **options):
+    def hold_slot(gpu):
         limit.active_slots += 1  # only asked for when free, one request at a time per GPU (_take_free)
         try:
             yield
         finally:
             limit.active_slots -= 1
 
-    monkeypatch.setattr(tasks.gpu, "concurrency", concurrency)
+    monkeypatch.setattr(tasks.gpu, "hold_slot", hold_slot)
     monkeypatch.setattr(
         tasks.gpu,
         "get_client",
