@@ -10,6 +10,7 @@ Each slot is taken once before the clock starts: Prefect starts an acquisition s
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import statistics
 import sys
@@ -34,6 +35,13 @@ def main() -> None:
     from prefect.task_runners import ThreadPoolTaskRunner
 
     from tasks.gpu import any_free_gpu, ensure_gpu_limit
+
+    busy = []  # slot requests and releases the API answered 503, asked again (tasks.gpu._BusyRetried)
+    counter = logging.Handler(logging.DEBUG)
+    counter.emit = lambda record: busy.append(record) if "busy API" in record.getMessage() else None
+    gpu_logger = logging.getLogger("tasks.gpu")
+    gpu_logger.addHandler(counter)
+    gpu_logger.setLevel(logging.DEBUG)
 
     windows: list[tuple[str, float, float]] = []
     gpus = [f"handoff-{i}" for i in range(args.gpus)]
@@ -61,12 +69,12 @@ def main() -> None:
     for gpu in gpus:
         mine = sorted((s, e) for g, s, e in windows if g == gpu)
         gaps += [b[0] - a[1] for a, b in zip(mine, mine[1:], strict=False)]
-    print("| GPUs | jobs | hold s | wall s | ideal s | idle gaps | median gap s | mean gap s | max gap s |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| GPUs | jobs | hold s | wall s | ideal s | idle gaps | median gap s | mean gap s | max gap s | 503s |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     ideal = args.hold * -(-args.jobs // args.gpus)
     print(
         f"| {args.gpus} | {args.jobs} | {args.hold} | {wall:.2f} | {ideal:.2f} | {len(gaps)} "
-        f"| {statistics.median(gaps):.2f} | {statistics.mean(gaps):.2f} | {max(gaps):.2f} |"
+        f"| {statistics.median(gaps):.2f} | {statistics.mean(gaps):.2f} | {max(gaps):.2f} | {len(busy)} |"
     )
 
 

@@ -157,6 +157,25 @@ def busy_share(windows: dict[str, list]) -> float | None:
     return sum(w[1] - w[0] for w in every) / (len(windows) * span) if span > 0 else None
 
 
+def idle_breakdown(windows: dict[str, list]) -> dict[str, tuple[int, float]] | None:
+    """Where the GPUs were idle between the first window's start and the last one's end (as busy_share), as
+    (count, GPU seconds): before each GPU's first window and after its last, and the gaps between two windows,
+    by length: under 1 s (a hand-off), 1 to 3 s (the length of the Prefect client's retry of a request the API
+    answered with 503: 2 s, 20% jitter), 3 s or more (nothing ready to run)."""
+    every = [w for ws in windows.values() for w in ws]
+    if not every:
+        return None
+    first, last = min(w[0] for w in every), max(w[1] for w in every)
+    kinds = {"start/end": [], "under 1 s": [], "1-3 s": [], "3 s+": []}
+    for ws in windows.values():
+        ordered = sorted(ws)
+        kinds["start/end"] += [ordered[0][0] - first, last - max(w[1] for w in ordered)]
+        for a, b in zip(ordered, ordered[1:], strict=False):
+            gap = b[0] - a[1]
+            kinds["under 1 s" if gap < 1 else "1-3 s" if gap < 3 else "3 s+"].append(gap)
+    return {kind: (sum(1 for g in gaps if g > 0), sum(g for g in gaps if g > 0)) for kind, gaps in kinds.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--problem", default="fp8_gemm")
@@ -234,6 +253,15 @@ def print_table(results: list[dict], args) -> None:
             f"| {'-' if share is None else f'{100 * share:.0f}%'} | {start} | {counts} "
             f"| {sum(overlaps(w) for w in windows.values())} | {pinning(r)} |"
         )
+    print("\nIdle GPU time between the first window's start and the last one's end (count, GPU s):")
+    print("| GPUs | generations | idle GPU s | start/end | gaps under 1 s | gaps of 1-3 s | gaps of 3 s+ |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for r in results:
+        idle = idle_breakdown(r["windows"])
+        if idle is not None:
+            cells = " | ".join(f"{n}, {s:.1f}" for n, s in idle.values())
+            total = sum(s for _, s in idle.values())
+            print(f"| {r['gpus']} | {r.get('params', first)['generations']} | {total:.1f} | {cells} |")
 
 
 if __name__ == "__main__":
