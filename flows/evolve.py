@@ -27,6 +27,7 @@ from flows.artifacts import generation_markdown, generation_table
 from flows.llm_generation import distil_findings, llm_candidates
 from flows.pipeline import OVERLAP_RULE, board_of, horizon, open_board, overlap_allowed
 from ksci import PROJECT_ROOT
+from ksci.evaluate import SPARES
 from ksci.llm.config import LlmConfig, LlmConfigError, load_config
 from ksci.llm.ledger import LlmLedger
 from ksci.problem import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT
@@ -236,17 +237,20 @@ def evolve(
         proposer=proposer,
         llm=llm,
     )
-    if overlap:
-        with open_board(store_root, run):
-            _side_by_side(generations, overlap, arguments, finished)
+    try:
+        if overlap:
+            with open_board(store_root, run):
+                _side_by_side(generations, overlap, arguments, finished)
+            return summaries
+        for generation in range(generations):
+            stop = _budget_spent(store_root, run, llm) if proposer == "llm" else None
+            if stop:
+                print(f"evolution {run} stops before generation {generation}: {stop}")
+                break
+            finished(evolve_generation(generation=generation, **arguments))
         return summaries
-    for generation in range(generations):
-        stop = _budget_spent(store_root, run, llm) if proposer == "llm" else None
-        if stop:
-            print(f"evolution {run} stops before generation {generation}: {stop}")
-            break
-        finished(evolve_generation(generation=generation, **arguments))
-    return summaries
+    finally:
+        SPARES.close()  # the harness processes started ahead for this run's GPU tasks, not needed any more
 
 
 def _side_by_side(generations: int, overlap: int, arguments: dict, finished) -> None:

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,64 +192,133 @@ def run_harness(problem: Problem, library: str | None, options: EvaluationOption
 class Harness:
     """The isolated harness child of one run, which can be started before its GPU is free.
 
-    `start` launches it (Python, torch and the problem's reference load meanwhile); `run(device)` hands it its GPU
-    and waits for its outcome, the timeout counting from there. A GPU task starts it while it waits for a GPU slot
-    (tasks.gpu.any_free_gpu), so that a candidate's start-up overlaps the previous candidate's work on that GPU.
-    Leaving the `with` block kills the child, run or not, and deletes its scratch folder."""
+    `start` gets it going (Python, torch and the problem's reference load meanwhile); `run(device)` hands it its GPU
+    and the candidate's library and waits for its outcome, the timeout counting from there. A GPU task starts it
+    while it waits for a GPU slot (tasks.gpu.any_free_gpu), so that a candidate's start-up overlaps the previous
+    candidate's work on that GPU. With `spares`, `start` takes a child that was started before (SPARES) and keeps
+    that many more starting for the next candidates of the same problem and options. Leaving the `with` block
+    kills the child, run or not, and deletes its scratch folder."""
 
-    def __init__(self, problem: Problem, library: str | None, options: EvaluationOptions) -> None:
-        self.problem, self.library, self.options = problem, library, options
-        self._scratch: tempfile.TemporaryDirectory | None = None
-        self._child: Child | None = None
+    def __init__(self, problem: Problem, library: str | None, options: EvaluationOptions, spares: int = 0) -> None:
+        self.problem, self.library, self.options, self.spares = problem, library, options, spares
+        self._started: _Started | None = None
+        self._library_copy: str | None = None
 
     def start(self) -> None:
-        """Launch the child now (once); it waits for `run`."""
-        if self._child is not None:
+        """Have a child ready now (once); it waits for `run`."""
+        if self._started is not None:
             return
         if not gpu_visible(self.options.target):
             raise EnvironmentProblem(
                 f"no {self.options.target} GPU is visible on this machine: nothing can be run or timed"
             )
-        self._scratch = tempfile.TemporaryDirectory(prefix="ksci-child-")
-        scratch = Path(self._scratch.name)
-        library = self.library
-        if library is not None:  # the child loads its own copy: it is given no path into data/
-            library = str(shutil.copy(library, scratch / "kernel.so"))
-        options = self.options
-        request = {
-            "problem": self.problem.name,
-            "library": library,
-            "target": options.target,
-            "phases": list(options.phases),
-            "time_baselines": options.time_baselines,
-            "policy": options.policy,
-            "tests": list(options.tests or ()),
-            "benchmarks": list(options.benchmarks or ()),
-            "timeout_s": options.timeout_s,
-        }
-        path = scratch / "request.json"
-        path.write_text(json.dumps(request))
-        argv = [sys.executable, "-m", "ksci.harness.child", str(path)]
-        self._child = Child(argv, env=child_environment(scratch), cwd=scratch)
+        self._started = SPARES.take(_harness_request(self.problem, self.options), self.spares)
+        if self.library is not None:  # the child loads its own copy: it is given no path into data/
+            self._library_copy = str(shutil.copy(self.library, self._started.scratch / "kernel.so"))
 
     def run(self, device: str | None) -> ChildOutcome:
-        """Give the child GPU `device` (an index among this process's GPUs; None: every one it may see) and wait."""
-        go = {"env": pin_device(device, self.options.target)} if device is not None else {}
+        """Give the child GPU `device` (an index among this process's GPUs; None: every one it may see) and the
+        candidate's library, and wait."""
         self.start()
-        return self._child.run(self.options.timeout_s, go)
+        go: dict = {"env": pin_device(device, self.options.target)} if device is not None else {}
+        if self.library is not None:
+            go["library"] = self._library_copy
+        return self._started.child.run(self.options.timeout_s, go)
 
     def close(self) -> None:
-        if self._child is not None:
-            self._child.close()
-        if self._scratch is not None:
-            self._scratch.cleanup()
-        self._child = self._scratch = None
+        if self._started is not None:
+            self._started.close()
+        self._started = None
 
     def __enter__(self) -> Harness:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+@dataclass
+class _Started:
+    """A harness child waiting for its go-ahead, and the scratch folder it runs in (its HOME and TMPDIR)."""
+
+    child: Child
+    folder: tempfile.TemporaryDirectory
+
+    @property
+    def scratch(self) -> Path:
+        return Path(self.folder.name)
+
+    def close(self) -> None:
+        self.child.close()
+        self.folder.cleanup()
+
+
+def _harness_request(problem: Problem, options: EvaluationOptions) -> dict:
+    """What a harness child is started with: everything but the candidate's library, which comes with the go-ahead."""
+    return {
+        "problem": problem.name,
+        "target": options.target,
+        "phases": list(options.phases),
+        "time_baselines": options.time_baselines,
+        "policy": options.policy,
+        "tests": list(options.tests or ()),
+        "benchmarks": list(options.benchmarks or ()),
+        "timeout_s": options.timeout_s,
+    }
+
+
+def _start_child(request: dict) -> _Started:
+    folder = tempfile.TemporaryDirectory(prefix="ksci-child-")
+    scratch = Path(folder.name)
+    path = scratch / "request.json"
+    path.write_text(json.dumps(request))
+    argv = [sys.executable, "-m", "ksci.harness.child", str(path)]
+    try:
+        return _Started(Child(argv, env=child_environment(scratch), cwd=scratch), folder)
+    except BaseException:
+        folder.cleanup()
+        raise
+
+
+class SpareHarnesses:
+    """Harness children started before any candidate asks for one, by request (problem and evaluation options).
+
+    Every child still runs one candidate only; a spare is one whose start (Python, torch, the reference: 3.5 s,
+    and up to 7 s on a host busy compiling) is over before a candidate needs it, where a child started when the
+    candidate is compiled and near the front of the GPU queue can still be starting when its GPU frees up. A spare
+    waits for its go-ahead on stdin and exits once that closes, so spares die with this process whatever ends it;
+    `close` ends them sooner (the evolve flow does, when it finishes)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ready: dict[str, list[_Started]] = {}
+
+    def take(self, request: dict, spares: int) -> _Started:
+        """A started child for `request` (a spare if there is one), leaving `spares` more starting or ready."""
+        key = json.dumps(request, sort_keys=True)
+        with self._lock:
+            ready = self._ready.setdefault(key, [])
+            taken = ready.pop(0) if ready else None
+            while len(ready) < spares:
+                ready.append(_start_child(request))
+        return taken if taken is not None else _start_child(request)
+
+    def ready(self, request: dict) -> int:
+        """How many spares for `request` are starting or waiting."""
+        with self._lock:
+            return len(self._ready.get(json.dumps(request, sort_keys=True), []))
+
+    def close(self) -> int:
+        """End every spare; returns how many there were."""
+        with self._lock:
+            every = [started for ready in self._ready.values() for started in ready]
+            self._ready.clear()
+        for started in every:
+            started.close()
+        return len(every)
+
+
+SPARES = SpareHarnesses()
 
 
 def child_environment(scratch: Path) -> dict[str, str]:

@@ -149,10 +149,12 @@ def _run(problem, source, compiled, target, gpus, simulate, phases) -> Verdict:
             verdict.fingerprint["gpu_window"] = {"phases": list(phases), "device": gpu}
             return verdict
     options = EvaluationOptions(target=target, phases=phases)
-    # The harness process starts (Python, torch) when the candidate is near the front of the queue (START_AHEAD),
-    # while the GPUs are still busy, and gets its GPU once the slot is taken: only the GPU context's start is left
-    # inside the GPU's busy time.
-    with Harness(spec, compiled.library, options) as harness, any_free_gpu(gpus, on_turn=harness.start) as gpu:
+    # The candidate takes its harness process when it is near the front of the queue (START_AHEAD), while the GPUs
+    # are still busy: a spare one, started earlier for any candidate (one per GPU is kept starting), whose Python
+    # and torch have loaded by then. It gets its GPU and the library once the slot is taken: only the GPU
+    # context's start is left inside the GPU's busy time.
+    harness = Harness(spec, compiled.library, options, spares=len(gpus))
+    with harness, any_free_gpu(gpus, on_turn=harness.start) as gpu:
         return run_phases(spec, compiled, replace(options, device=gpu), harness)
 
 

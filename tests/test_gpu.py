@@ -66,6 +66,30 @@ def test_seed_template_default_is_ok(name, template, gpu_target):
     assert verdict.status == Status.OK, f"{verdict.message}\n{verdict.harness_log[-2000:]}"
 
 
+def test_spare_harnesses_each_run_the_library_their_go_ahead_names(gpu_target):
+    """A spare harness process (ksci.evaluate.SpareHarnesses) is started before any candidate is known: the
+    second candidate here runs in the spare the first one left, and must get its own library, not the first's."""
+    from ksci.evaluate import SPARES, Harness, compile_candidate, prepare_source, run_phases
+
+    problem = load_problem("fp8_gemm")
+    options = _options(problem, gpu_target)
+    suffix = SUFFIX_OF_DIALECT[DIALECT_OF_TARGET[gpu_target]]
+    correct = next(p for p in problem.solutions("correct") if p.suffix == suffix)
+    wrong = next(p for p in problem.solutions("wrong") if p.name == "wrong_values.cu")  # hipified for ROCm
+    SPARES.close()
+    verdicts = []
+    for path in (correct, wrong):
+        source, _ = prepare_source(problem, path.read_text(), gpu_target)
+        compiled = compile_candidate(source, options)
+        assert compiled.ok, compiled.log
+        with Harness(problem, compiled.library, options, spares=1) as harness:
+            harness.start()
+            verdicts.append(run_phases(problem, compiled, options, harness))
+    assert SPARES.close() == 1  # the one left by the second candidate
+    assert verdicts[0].status == Status.OK, f"{verdicts[0].message}\n{verdicts[0].harness_log[-2000:]}"
+    assert verdicts[1].status == Status.WRONG, f"{verdicts[1].message}\n{verdicts[1].harness_log[-2000:]}"
+
+
 def test_baselines_are_timed_and_checked(gpu_target):
     from ksci.evaluate import measure_baselines
 

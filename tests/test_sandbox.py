@@ -8,7 +8,7 @@ import sys
 
 from children import reporting_child
 
-from ksci.evaluate import child_environment
+from ksci.evaluate import SpareHarnesses, child_environment
 from ksci.isolate import run_child
 
 SECRETS = {
@@ -84,3 +84,22 @@ def test_the_harness_child_exits_without_running_when_its_parent_gives_no_go_ahe
     done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == NO_GO_AHEAD, done.stderr
     assert done.stdout == ""  # reported nothing: no "started", so no GPU runtime was started either
+
+
+def test_spare_harnesses_are_taken_before_any_is_started_and_close_ends_the_rest():
+    """Real harness children, started for a request (problem and options) before any candidate asks; each runs
+    one candidate at most, so a take removes one and starts as many as are missing."""
+    pool = SpareHarnesses()
+    request = {"problem": "fp8_gemm", "target": "cuda", "phases": ["verify"]}
+    first = pool.take(request, spares=2)  # none ready: this one is started now, two spares beside it
+    assert pool.ready(request) == 2
+    second = pool.take(request, spares=0)  # a spare, and none started in its place
+    assert pool.ready(request) == 1
+    other = pool.take({**request, "phases": ["benchmark"]}, spares=1)  # other options, other spares
+    assert pool.ready(request) == 1 and pool.ready({**request, "phases": ["benchmark"]}) == 1
+    assert pool.close() == 2 and pool.ready(request) == 0
+    folders = [started.scratch for started in (first, second, other)]
+    assert all((folder / "request.json").exists() for folder in folders)
+    for started in (first, second, other):
+        started.close()  # never run: killed, and its scratch folder deleted
+    assert not any(folder.exists() for folder in folders)

@@ -1,9 +1,11 @@
 """The child process that loads one candidate library, checks it and times it.
 
 Run as `python -m ksci.harness.child REQUEST.json --report-fd N`. It imports torch and the problem's reference,
-then waits for the go-ahead on its stdin (ksci.isolate.Child): one JSON line, {"env": {...}} with the variable that
-shows it its GPU (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES), set before the GPU runtime starts. The parent starts
-it before its GPU is free, so that Python and torch start while another candidate holds the GPU. End of file
+then waits for the go-ahead on its stdin (ksci.isolate.Child): one JSON line, {"env": {...}, "library": PATH} with
+the variable that shows it its GPU (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES), set before the GPU runtime starts,
+and the candidate's library (none: time the baselines only). The parent starts it before its GPU is free, maybe
+before it knows the candidate (ksci.evaluate.SpareHarnesses), so that Python and torch start while another
+candidate holds the GPU. End of file
 without a go-ahead ends it (exit 5): its parent gave up. By hand: `echo '{}' | python -m ksci.harness.child ...`.
 It reports JSON lines on fd N: started, loaded, check (one per input set), timing (one per benchmark shape), and a
 final result. A crash or hang simply ends the process; the parent (ksci.evaluate) turns what it saw into a verdict.
@@ -329,8 +331,12 @@ def await_go_ahead() -> dict | None:
     line = sys.stdin.readline()
     sys.stdin.close()
     go = json.loads(line) if line.strip() else None
-    if go is not None and not (isinstance(go, dict) and isinstance(go.get("env", {}), dict)):
-        raise ValueError(f"the go-ahead must be a JSON object with an optional env object, not {line.strip()!r}")
+    if go is not None and not (
+        isinstance(go, dict) and isinstance(go.get("env", {}), dict) and isinstance(go.get("library", ""), str)
+    ):
+        raise ValueError(
+            f"the go-ahead must be a JSON object with an optional env object and library path, not {line.strip()!r}"
+        )
     return go
 
 
@@ -348,6 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     if go is None:
         return NO_GO_AHEAD
     os.environ.update(go.get("env", {}))  # read by the GPU runtime when it starts, in Session below
+    request["library"] = go.get("library")  # the candidate's, copied into this scratch folder; None: baselines only
     limits = limit_resources(float(request.get("timeout_s", 900.0)))
     try:
         session = Session(request, reporter, problem, ref)
