@@ -41,6 +41,7 @@ from tasks.stages import (
     record_candidate,
     render,
     select,
+    start_spare_harnesses,
     store_source,
     verify_kernel,
 )
@@ -238,6 +239,7 @@ def evolve(
         llm=llm,
     )
     try:
+        start_spare_harnesses(problem, target, gpus, simulate)  # while generation 0 proposes and compiles
         if overlap:
             with open_board(store_root, run):
                 _side_by_side(generations, overlap, arguments, finished)

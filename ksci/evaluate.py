@@ -212,7 +212,7 @@ class Harness:
             raise EnvironmentProblem(
                 f"no {self.options.target} GPU is visible on this machine: nothing can be run or timed"
             )
-        self._started = SPARES.take(_harness_request(self.problem, self.options), self.spares)
+        self._started = SPARES.take(harness_request(self.problem, self.options), self.spares)
         if self.library is not None:  # the child loads its own copy: it is given no path into data/
             self._library_copy = str(shutil.copy(self.library, self._started.scratch / "kernel.so"))
 
@@ -253,7 +253,7 @@ class _Started:
         self.folder.cleanup()
 
 
-def _harness_request(problem: Problem, options: EvaluationOptions) -> dict:
+def harness_request(problem: Problem, options: EvaluationOptions) -> dict:
     """What a harness child is started with: everything but the candidate's library, which comes with the go-ahead."""
     return {
         "problem": problem.name,
@@ -295,13 +295,18 @@ class SpareHarnesses:
 
     def take(self, request: dict, spares: int) -> _Started:
         """A started child for `request` (a spare if there is one), leaving `spares` more starting or ready."""
-        key = json.dumps(request, sort_keys=True)
         with self._lock:
-            ready = self._ready.setdefault(key, [])
+            ready = self._ready.setdefault(json.dumps(request, sort_keys=True), [])
             taken = ready.pop(0) if ready else None
+        self.fill(request, spares)
+        return taken if taken is not None else _start_child(request)
+
+    def fill(self, request: dict, spares: int) -> None:
+        """Start spares for `request` until `spares` of them are starting or ready."""
+        with self._lock:
+            ready = self._ready.setdefault(json.dumps(request, sort_keys=True), [])
             while len(ready) < spares:
                 ready.append(_start_child(request))
-        return taken if taken is not None else _start_child(request)
 
     def ready(self, request: dict) -> int:
         """How many spares for `request` are starting or waiting."""

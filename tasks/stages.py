@@ -18,11 +18,14 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 from prefect.tasks import exponential_backoff
 
 from ksci.evaluate import (
+    SPARES,
     EnvironmentProblem,
     EvaluationOptions,
     Harness,
     compile_candidate,
     failed_compile_verdict,
+    gpu_visible,
+    harness_request,
     prepare_source,
     run_phases,
 )
@@ -33,7 +36,7 @@ from ksci.render import render_kernel
 from ksci.results import CompileResult, Status, Verdict
 from ksci.select import Selection, select_parents
 from ksci.simulate import Simulator
-from tasks.gpu import any_free_gpu
+from tasks.gpu import START_AHEAD, any_free_gpu
 
 CACHED = INPUTS + TASK_SOURCE
 LOGGED_OUTPUT_CHARS = 4000
@@ -148,14 +151,35 @@ def _run(problem, source, compiled, target, gpus, simulate, phases) -> Verdict:
             verdict = Simulator(_recording(simulate)).run(spec, source, compiled, phases)
             verdict.fingerprint["gpu_window"] = {"phases": list(phases), "device": gpu}
             return verdict
-    options = EvaluationOptions(target=target, phases=phases)
+    options = _harness_options(target, phases)
     # The candidate takes its harness process when it is near the front of the queue (START_AHEAD), while the GPUs
-    # are still busy: a spare one, started earlier for any candidate (one per GPU is kept starting), whose Python
-    # and torch have loaded by then. It gets its GPU and the library once the slot is taken: only the GPU
-    # context's start is left inside the GPU's busy time.
-    harness = Harness(spec, compiled.library, options, spares=len(gpus))
+    # are still busy: a spare one, started earlier for any candidate, whose Python and torch have loaded by then.
+    # It gets its GPU and the library once the slot is taken: only the GPU context's start is left inside the GPU's
+    # busy time.
+    harness = Harness(spec, compiled.library, options, spares=_spares(gpus))
     with harness, any_free_gpu(gpus, on_turn=harness.start) as gpu:
         return run_phases(spec, compiled, replace(options, device=gpu), harness)
+
+
+def _spares(gpus: list[str]) -> int:
+    """Spare harness processes kept per phase: as many as the waiters that take one (START_AHEAD per GPU), so that
+    the candidates of a generation, compiled at about the same time, all find one that has finished starting."""
+    return START_AHEAD * len(gpus)
+
+
+def start_spare_harnesses(problem: str, target: str, gpus: list[str], simulate: str | None) -> None:
+    """Start the spare harness processes of verify and benchmark now (a run's start), so that the first candidates
+    find them ready instead of each starting its own inside its GPU window."""
+    if simulate is not None or not gpu_visible(target):
+        return  # the simulator starts none; without a GPU the GPU tasks will say so
+    spec = load_problem(problem)
+    for phases in (("verify",), ("benchmark",)):
+        SPARES.fill(harness_request(spec, _harness_options(target, phases)), _spares(gpus))
+
+
+def _harness_options(target: str, phases: tuple[str, ...]) -> EvaluationOptions:
+    """The options of a GPU task's harness (the spares started at a run's start are started with the same)."""
+    return EvaluationOptions(target=target, phases=phases)
 
 
 def log_failure(candidate_id: str, verdict: Verdict) -> None:

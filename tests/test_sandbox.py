@@ -98,6 +98,8 @@ def test_spare_harnesses_are_taken_before_any_is_started_and_close_ends_the_rest
     other = pool.take({**request, "phases": ["benchmark"]}, spares=1)  # other options, other spares
     assert pool.ready(request) == 1 and pool.ready({**request, "phases": ["benchmark"]}) == 1
     assert pool.close() == 2 and pool.ready(request) == 0
+    pool.fill(request, 1)  # as at a run's start, before any candidate asks
+    assert pool.ready(request) == 1 and pool.close() == 1
     folders = [started.scratch for started in (first, second, other)]
     assert all((folder / "request.json").exists() for folder in folders)
     for started in (first, second, other):
