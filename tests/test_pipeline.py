@@ -128,7 +128,7 @@ def test_a_busy_api_is_asked_again_at_once_and_after_so_many_times_prefects_clie
 
 
 def test_a_waiter_is_told_its_turn_is_near_once_few_are_ahead_and_not_before(monkeypatch):
-    """on_turn, where a candidate starts its harness process, comes once per waiter while the GPU is still busy,
+    """on_turn, where a candidate takes its harness process, comes once per waiter while the GPU is still busy,
     when fewer than START_AHEAD waiters per GPU are ahead of it (here one GPU)."""
     ahead = tasks.gpu.START_AHEAD
     limit = SimpleNamespace(active_slots=0, limit=1)
