@@ -41,9 +41,11 @@ API_GRACE_S = 30.0  # a Prefect API that has not answered for this long ends the
 # it (ksci.evaluate.EvaluationOptions.timeout_s, 900 s, kills a harness), so it is another run's or stuck.
 STUCK_HINT_S = 1200.0
 WATCH_GAP_S = 30.0  # ... taken at every look, with no longer gap than this between looks (it may have been free)
-# Waiters per GPU told their turn is near (any_free_gpu's on_turn: a candidate starts its harness process then).
-# A verification holds a GPU for 1 to 3 s, less than Python and torch take to start (2 to 4 s on a busy host), so
-# the next in line alone would often still be starting when the GPU frees up; the two next ones have twice as long.
+# Waiters per GPU told their turn is near (any_free_gpu's on_turn: a candidate takes its harness process then, a
+# spare that started earlier, or one started now if none is left). A verification holds a GPU for 1 to 3 s, less
+# than Python and torch take to start (2 to 7 s on a busy host), so a harness started by the next in line alone
+# would often still be starting when the GPU frees up. Also how many spares are kept per GPU and phase
+# (tasks.stages._spares).
 START_AHEAD = 2
 # A Prefect server on SQLite answers a write that collided with another one with 503 (SQLITE_BUSY_SNAPSHOT), and
 # Prefect's client asks again after 2 s (its back-off, not a setting): 2 s with a GPU idle, for a slot request or
@@ -134,7 +136,7 @@ def any_free_gpu(gpus: list[str], on_turn: Callable[[], None] | None = None) -> 
     Of this process's waiters for the same GPUs, the ones with the lowest GPU_PRIORITY ask first, and only as
     many as there are GPUs; a freed GPU is taken within POLL_S.
     `on_turn` is called once, when fewer than START_AHEAD x len(gpus) of those waiters are ahead of this one, and
-    before it first asks: a candidate starts its harness process there, while the GPUs are still busy.
+    before it first asks: a candidate takes its harness process there, while the GPUs are still busy.
     """
     last_look = time.monotonic()
     unreachable_since: float | None = None
