@@ -33,7 +33,9 @@ from prefect.settings import get_current_settings
 from prefect.utilities.asyncutils import run_coro_as_sync
 
 TAKE_TIMEOUT_S = 10.0  # how long one request for a slot that looked free, or its release, may take
-POLL_S = 0.1  # how often a waiting candidate looks for a free slot: the most a GPU idles between two candidates
+# How often a waiting candidate looks for a free slot: the longest a GPU that another process freed waits for
+# this one's candidates (one that this process frees is looked at once: _FREED).
+POLL_S = 0.1
 LEASE_S = 60.0  # a slot whose holder was killed is free again this long after the holder's last renewal
 REPOSSESS_EVERY_S = 5.0  # also how often a wait that finds every slot busy asks whether the API is there at all
 API_GRACE_S = 30.0  # a Prefect API that has not answered for this long ends the wait (a restart takes ~15 s)
@@ -87,6 +89,7 @@ _TAKING: dict[str, threading.Lock] = {}  # per GPU: one request for its slot at 
 _HELD: set[str] = set()  # GPUs whose slot a candidate of this process holds
 _TAKEN: dict[str, tuple[float, float, bool]] = {}  # GPUs seen taken by others: since, last look, warned
 _SLOT_CLIENTS: dict[str, object] = {}  # by API URL: the open client of _slot_client
+_FREED = threading.Condition()  # notified when a candidate of this process lets its GPU go
 
 
 def _taking(gpu: str) -> threading.Lock:
@@ -134,7 +137,7 @@ def any_free_gpu(gpus: list[str], on_turn: Callable[[], None] | None = None) -> 
     one, so a long wait asks the API's health now and then and gives up with PrefectApiUnreachable once it has not
     answered for API_GRACE_S; without that the wait would never end.
     Of this process's waiters for the same GPUs, the ones with the lowest GPU_PRIORITY ask first, and only as
-    many as there are GPUs; a freed GPU is taken within POLL_S.
+    many as there are GPUs; a GPU freed by this process is asked for at once, one freed by another within POLL_S.
     `on_turn` is called once, when fewer than START_AHEAD x len(gpus) of those waiters are ahead of this one, and
     before it first asks: a candidate takes its harness process there, while the GPUs are still busy.
     """
@@ -159,12 +162,15 @@ def any_free_gpu(gpus: list[str], on_turn: Callable[[], None] | None = None) -> 
                 finally:
                     with _QUEUES_LOCK:
                         _HELD.discard(gpu)
+                    with _FREED:  # released (or failed): this process's waiters look again now, not at their poll
+                        _FREED.notify_all()
                 return
             if time.monotonic() - last_look > REPOSSESS_EVERY_S:
                 unreachable_since = _check_api(unreachable_since)
                 repossess_expired_leases()
                 last_look = time.monotonic()
-            time.sleep(POLL_S)
+            with _FREED:
+                _FREED.wait(POLL_S)
     finally:
         queue.leave(ticket)
 

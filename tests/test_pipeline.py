@@ -174,6 +174,49 @@ def test_a_waiter_is_told_its_turn_is_near_once_few_are_ahead_and_not_before(mon
     assert all(h.is_set() for h in holding) and limit.active_slots == 0
 
 
+def test_a_gpu_let_go_by_this_process_is_taken_by_its_next_waiter_without_waiting_for_the_poll(monkeypatch):
+    """A waiter of this process looks again as soon as another candidate of the process lets a GPU go (the poll,
+    made 60 s here, is only for GPUs that others free)."""
+    limit = SimpleNamespace(active_slots=0, limit=1)
+
+    @contextmanager
+    def hold_slot(gpu):
+        limit.active_slots += 1
+        try:
+            yield
+        finally:
+            limit.active_slots -= 1
+
+    monkeypatch.setattr(tasks.gpu, "POLL_S", 60.0)
+    monkeypatch.setattr(tasks.gpu, "hold_slot", hold_slot)
+    monkeypatch.setattr(
+        tasks.gpu,
+        "get_client",
+        lambda sync_client: nullcontext(SimpleNamespace(read_global_concurrency_limit_by_name=lambda name: limit)),
+    )
+    holding, release, second = threading.Event(), threading.Event(), threading.Event()
+
+    def first() -> None:
+        with any_free_gpu(["freed-a"]):
+            holding.set()
+            assert release.wait(30)
+
+    def waiter() -> None:
+        with any_free_gpu(["freed-a"]):
+            second.set()
+
+    threads = [threading.Thread(target=first, daemon=True), threading.Thread(target=waiter, daemon=True)]
+    threads[0].start()
+    assert holding.wait(30)
+    threads[1].start()
+    time.sleep(0.3)  # the waiter has looked once, found the GPU taken, and waits
+    assert not second.is_set()
+    release.set()
+    assert second.wait(20)  # well before its next poll, 60 s on
+    for thread in threads:
+        thread.join(30)
+
+
 def _until(condition, timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
