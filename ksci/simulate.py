@@ -6,13 +6,17 @@ recorded get a deterministic made-up time, so that search code can be exercised;
 in its fingerprint and message that it was simulated. Nothing it returns is a measurement.
 A source may carry a simulator directive line, `// ksci-simulate: compile_error` (or wrong, runtime_error, ...),
 to be simulated as failing that way: tests of the LLM writer's repair path use it.
+KSCI_SIMULATE_HOLD_S (seconds, default 0) makes each simulated run keep its GPU slot that long, as a real harness
+does for seconds: tests that must catch a candidate holding a slot (tests/test_faults.py) set it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import time
 from pathlib import Path
 
 from ksci.compile import source_hash
@@ -44,8 +48,9 @@ def provenance(source: str) -> tuple[str, dict] | None:
 
 
 class Simulator:
-    def __init__(self, recording: Path | None = None):
+    def __init__(self, recording: Path | None = None, hold_s: float | None = None):
         self.recording = recording
+        self.hold_s = float(os.environ.get("KSCI_SIMULATE_HOLD_S", "0")) if hold_s is None else hold_s
         rows = json.loads(Path(recording).read_text()) if recording else []
         self.table = {(r["template"], json.dumps(r["params"], sort_keys=True)): r for r in rows}
 
@@ -73,6 +78,7 @@ class Simulator:
         )
 
     def run(self, problem: Problem, source: str, compiled: CompileResult, phases: tuple[str, ...]) -> Verdict:
+        time.sleep(self.hold_s)  # the GPU time it stands for (0 unless asked)
         verdict = Verdict(
             Status.OK,
             problem.name,

@@ -89,6 +89,7 @@ def test_kill_9_mid_generation_loses_nothing_recorded_and_a_rerun_completes(tmp_
     store_root = tmp_path / "store"
     command = EVOLVE + ["--generations", "6", "--run", "killed", "--store", str(store_root), "--simulate"]
     env = dict(os.environ, PREFECT_HOME=str(tmp_path / "prefect"), PYTHONPATH=str(ROOT))
+    env["KSCI_SIMULATE_HOLD_S"] = "0.5"  # each simulated run holds its GPU slot 0.5 s: long enough to be caught
     env.pop("PREFECT_API_URL", None)
     log = open(tmp_path / "first.log", "w")  # noqa: SIM115 - handed to the child, closed below
     first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -268,6 +269,9 @@ def test_prefect_server_killed_mid_run_ends_the_run_and_a_rerun_completes(tmp_pa
     command = EVOLVE + ["--generations", "3", "--run", "restarted", "--store", str(tmp_path / "store"), "--simulate"]
     env = dict(os.environ, PREFECT_API_URL=api, PREFECT_HOME=str(tmp_path / "client"), PYTHONPATH=str(ROOT))
     env["PREFECT_CLIENT_MAX_RETRIES"] = "2"  # Prefect's default, 5, spends about a minute on each call
+    # Each simulated run holds its GPU slot 0.5 s, as a real one does for seconds: a slot held for milliseconds
+    # (a hand-off that no 503 delays) was often not caught before the run ended.
+    env["KSCI_SIMULATE_HOLD_S"] = "0.5"
     store = LineageStore(tmp_path / "store")
     log = open(tmp_path / "first.log", "w")  # noqa: SIM115 - handed to the child, closed below
     first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
