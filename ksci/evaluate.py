@@ -296,7 +296,7 @@ class SpareHarnesses:
     def take(self, request: dict, spares: int) -> _Started:
         """A started child for `request` (a spare if there is one), leaving `spares` more starting or ready."""
         with self._lock:
-            ready = self._ready.setdefault(json.dumps(request, sort_keys=True), [])
+            ready = self._ready.setdefault(_key(request), [])
             taken = ready.pop(0) if ready else None
         self.fill(request, spares)
         return taken if taken is not None else _start_child(request)
@@ -304,14 +304,14 @@ class SpareHarnesses:
     def fill(self, request: dict, spares: int) -> None:
         """Start spares for `request` until `spares` of them are starting or ready."""
         with self._lock:
-            ready = self._ready.setdefault(json.dumps(request, sort_keys=True), [])
+            ready = self._ready.setdefault(_key(request), [])
             while len(ready) < spares:
                 ready.append(_start_child(request))
 
     def ready(self, request: dict) -> int:
         """How many spares for `request` are starting or waiting."""
         with self._lock:
-            return len(self._ready.get(json.dumps(request, sort_keys=True), []))
+            return len(self._ready.get(_key(request), []))
 
     def close(self) -> int:
         """End every spare; returns how many there were."""
@@ -321,6 +321,10 @@ class SpareHarnesses:
         for started in every:
             started.close()
         return len(every)
+
+
+def _key(request: dict) -> str:
+    return json.dumps(request, sort_keys=True)
 
 
 SPARES = SpareHarnesses()

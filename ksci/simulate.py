@@ -48,9 +48,9 @@ def provenance(source: str) -> tuple[str, dict] | None:
 
 
 class Simulator:
-    def __init__(self, recording: Path | None = None, hold_s: float | None = None):
+    def __init__(self, recording: Path | None = None):
         self.recording = recording
-        self.hold_s = float(os.environ.get("KSCI_SIMULATE_HOLD_S", "0")) if hold_s is None else hold_s
+        self.hold_s = float(os.environ.get("KSCI_SIMULATE_HOLD_S", "0"))
         rows = json.loads(Path(recording).read_text()) if recording else []
         self.table = {(r["template"], json.dumps(r["params"], sort_keys=True)): r for r in rows}
 

@@ -5,8 +5,8 @@ then waits for the go-ahead on its stdin (ksci.isolate.Child): one JSON line, {"
 the variable that shows it its GPU (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES), set before the GPU runtime starts,
 and the candidate's library (none: time the baselines only). The parent starts it before its GPU is free, maybe
 before it knows the candidate (ksci.evaluate.SpareHarnesses), so that Python and torch start while another
-candidate holds the GPU. End of file
-without a go-ahead ends it (exit 5): its parent gave up. By hand: `echo '{}' | python -m ksci.harness.child ...`.
+candidate holds the GPU. End of file without a go-ahead ends it (exit 5): its parent gave up. By hand:
+`echo '{}' | python -m ksci.harness.child ...`.
 It reports JSON lines on fd N: started, loaded, check (one per input set), timing (one per benchmark shape), and a
 final result. A crash or hang simply ends the process; the parent (ksci.evaluate) turns what it saw into a verdict.
 """
