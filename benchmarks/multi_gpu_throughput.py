@@ -45,6 +45,7 @@ def run_once(args, gpus: list[str], work: Path, generations: int) -> dict:
     command += ["--_evolve", ",".join(gpus), label, str(store)]
     command += ["--simulate", args.simulate] if args.simulate is not None else []
     log = (args.logs or work) / f"{label}.log"  # written as it goes: a run cut short still shows how far it got
+    log.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     with log.open("w") as out:
         done = subprocess.run(command, env=env, stdout=out, stderr=subprocess.STDOUT, text=True)
