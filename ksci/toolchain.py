@@ -33,7 +33,21 @@ class Toolchain:
         if self.target == "cuda":
             base = arch.removeprefix("sm_")
             gencode = f"-gencode=arch=compute_{base},code=sm_{base}"
-            return [self.compiler, gencode, "-Xcompiler", "-fPIC", "-Xptxas", "-v", "-lineinfo", *common]
+            # -cudart shared: the library imports the runtime's functions by name from libcudart.so (the one torch
+            # has loaded) instead of linking a static copy that imports half of libc; what it imports can then be
+            # checked against an allowlist (ksci/libcheck.py).
+            return [
+                self.compiler,
+                gencode,
+                "-cudart",
+                "shared",
+                "-Xcompiler",
+                "-fPIC",
+                "-Xptxas",
+                "-v",
+                "-lineinfo",
+                *common,
+            ]
         return [
             self.compiler,
             f"--offload-arch={arch}",
