@@ -1,7 +1,13 @@
 """Compile a kernel source to a shared library, with a content-addressed cache.
 
-The cache key is the normalised source (comments and layout removed) plus the flags, the arch and the
-toolchain's version, so a reformatted kernel is not rebuilt and a new compiler is not trusted with old builds.
+The cache key is the exact source text plus the whole compiler command line (the toolchain's own flags, the extra
+flags and the arch, with placeholder paths) and the toolchain's version, so a new compiler or new default flags
+are not trusted with old builds. The source is not normalised: what a compiler ignores is less than it seems. A
+`//` comment ending in a backslash comments out the next line too (lines are spliced before comments are
+removed), a newline ends a preprocessor directive, and `__LINE__` sees every line, so a key that dropped comments
+or collapsed whitespace gave one library to two different programs. The same key (`source_hash`) names the
+candidate in the lineage (`ksci.lineage.candidate_id_of`), so two sources that differ only in comments are two
+candidates there too; each was compiled and measured as written.
 """
 
 from __future__ import annotations
@@ -9,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -23,25 +28,16 @@ from ksci.toolchain import Toolchain
 
 COMPILE_TIMEOUT_S = 300
 
-# String and character literals are kept as they are; comments are dropped.
-_TOKENS = re.compile(r'("(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\')|(//[^\n]*|/\*.*?\*/)', re.S)
-_SPACE = re.compile(r"\s+")
-_LITERALS = re.compile(r'("(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\')')
-
-
-def normalise_source(source: str) -> str:
-    """Remove comments and collapse whitespace outside string and character literals."""
-    without_comments = _TOKENS.sub(lambda m: m.group(1) or " ", source)
-    parts = _LITERALS.split(without_comments)  # odd indices are literals
-    return "".join(p if i % 2 else _SPACE.sub(" ", p) for i, p in enumerate(parts)).strip()
-
 
 def source_hash(source: str) -> str:
-    return hashlib.sha256(normalise_source(source).encode()).hexdigest()
+    """The SHA-256 of the exact source text: two sources share it only when they are the same program text."""
+    return hashlib.sha256(source.encode()).hexdigest()
 
 
 def cache_key(source: str, toolchain: Toolchain, arch: str, flags: tuple[str, ...]) -> str:
-    material = "\0".join([source_hash(source), toolchain.target, toolchain.version, arch, *flags])
+    suffix = SUFFIX_OF_DIALECT[DIALECT_OF_TARGET[toolchain.target]]
+    command = toolchain.command(f"kernel{suffix}", "kernel.so", arch, flags)  # the paths compile_source uses
+    material = "\0".join([source_hash(source), toolchain.target, toolchain.version, arch, *command])
     return hashlib.sha256(material.encode()).hexdigest()[:32]
 
 

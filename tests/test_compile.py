@@ -1,6 +1,6 @@
 import pytest
 
-from ksci.compile import cache_key, compile_source, normalise_source, source_hash
+from ksci.compile import cache_key, compile_source, source_hash
 from ksci.toolchain import Toolchain, find_toolchain, parse_amdgpu_remarks, parse_ptxas
 
 KERNEL = """
@@ -13,30 +13,54 @@ extern "C" int run(float* x, int n, void* stream) {
 """
 
 
-def test_normalisation_ignores_comments_and_layout_but_not_strings():
+def test_a_comment_ending_in_a_backslash_is_another_program():
+    # Lines are spliced before comments are removed: the comment swallows the next line, so these differ.
+    spliced = "int x = 1; // note \\\nx = 2;\n"
+    plain = "int x = 1; // note\nx = 2;\n"
+    assert spliced != plain and source_hash(spliced) != source_hash(plain)
+    tc = Toolchain("cuda", "/usr/bin/nvcc", "release 13.0")
+    assert cache_key(spliced, tc, "sm_90a", ()) != cache_key(plain, tc, "sm_90a", ())
+
+
+def test_the_key_is_the_exact_text():
     a = 'int  x = 1; // note\n/* block */ const char* s = "a  b";'
-    b = 'int x = 1;\n\nconst char* s = "a  b";  // other note'
-    assert normalise_source(a) == normalise_source(b)
+    assert source_hash(a) == source_hash(str(a))
+    # Layout and comments count too: a newline ends a directive and __LINE__ sees every line.
+    assert source_hash("#define A 1\nint x = A;") != source_hash("#define A 1 int x = A;")
+    assert source_hash(a) != source_hash(a.replace("// note", "// other"))
     assert source_hash(a) != source_hash(a.replace('"a  b"', '"a b"'))
 
 
 def test_cache_key_covers_flags_arch_and_toolchain_version():
     tc = Toolchain("cuda", "/usr/bin/nvcc", "release 13.0")
     key = cache_key(KERNEL, tc, "sm_90a", ())
-    assert key == cache_key(KERNEL + "\n// comment\n", tc, "sm_90a", ())
+    assert key == cache_key(KERNEL, Toolchain("cuda", "/usr/bin/nvcc", "release 13.0"), "sm_90a", ())
+    assert key != cache_key(KERNEL + "\n// comment\n", tc, "sm_90a", ())
     assert key != cache_key(KERNEL, tc, "sm_80", ())
     assert key != cache_key(KERNEL, tc, "sm_90a", ("-DX=1",))
     assert key != cache_key(KERNEL, Toolchain("cuda", "/usr/bin/nvcc", "release 13.1"), "sm_90a", ())
 
 
+def test_cache_key_covers_the_toolchains_own_flags(monkeypatch):
+    tc = Toolchain("cuda", "/usr/bin/nvcc", "release 13.0")
+    key = cache_key(KERNEL, tc, "sm_90a", ())
+    command = Toolchain.command
+    monkeypatch.setattr(Toolchain, "command", lambda self, *a, **k: [*command(self, *a, **k), "-cudart", "static"])
+    assert cache_key(KERNEL, tc, "sm_90a", ()) != key
+
+
 @pytest.mark.nvcc
-def test_compile_caches_by_normalised_source(tmp_path):
+def test_compile_caches_by_exact_source(tmp_path):
     tc = find_toolchain("cuda")
     first = compile_source(KERNEL, tc, "sm_90a", tmp_path)
     assert first.ok and not first.cached, first.log
     assert first.resources and first.resources[0].registers > 0
-    again = compile_source("// reformatted\n" + KERNEL.replace("  ", " "), tc, "sm_90a", tmp_path)
+    again = compile_source(KERNEL, tc, "sm_90a", tmp_path)
     assert again.cached and again.library == first.library and again.resources == first.resources
+    # The backslash makes the comment swallow the doubling: another program, another build.
+    spliced = KERNEL.replace("if (i < n) x[i] *= 2.0f; }", "// guarded \\\n if (i < n) x[i] *= 2.0f;\n}")
+    other = compile_source(spliced, tc, "sm_90a", tmp_path)
+    assert other.ok and not other.cached and other.library != first.library, other.log
 
 
 @pytest.mark.nvcc

@@ -135,8 +135,10 @@ def test_put_source_is_content_addressed_and_write_once(tmp_path: Path) -> None:
     cid = candidate_id_of(source)
     assert relative == f"sources/{cid[:2]}/{cid}.cu"
     assert store.read_source(relative) == source
-    # Same code, other comments: same id, and the first text stays.
-    assert store.put_source("// note\n" + source, ".cu") == relative
+    assert store.put_source(source, ".cu") == relative and store.read_source(relative) == source
+    # Other comments: another text, so another id (a comment can change the program: ksci.compile); both stay.
+    other = store.put_source("// note \\\n" + source, ".cu")
+    assert other != relative and store.read_source(other) == "// note \\\n" + source
     assert store.read_source(relative) == source
     assert not list(tmp_path.rglob("*.tmp"))
 
