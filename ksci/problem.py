@@ -12,6 +12,7 @@ from types import ModuleType
 import yaml
 
 from ksci import PROJECT_ROOT
+from ksci.constraints import Constraint, ConstraintError, parse_constraint
 
 TARGETS = ("cuda", "rocm")
 DIALECT_OF_TARGET = {"cuda": "cuda", "rocm": "hip"}
@@ -29,6 +30,14 @@ class TemplateSpec:
     path: Path
     params: dict[str, list]
     default: dict[str, object]
+    constraints: tuple[Constraint, ...] = ()  # declared in problem.yaml; the template's static_asserts agree
+
+    def violations(self, params: dict) -> list[str]:
+        """The declared constraints that the (complete) point violates, as written in problem.yaml."""
+        return [c.text for c in self.constraints if not c.holds(params)]
+
+    def feasible(self, params: dict) -> bool:
+        return all(c.holds(params) for c in self.constraints)
 
 
 @dataclass(frozen=True)
@@ -127,7 +136,17 @@ def _template_from_spec(item: dict, dialect: str, root: Path) -> TemplateSpec:
     for key, value in default.items():
         if key not in params or value not in params[key]:
             raise ProblemError(f"template {item['name']!r}: default {key}={value!r} is not in its space")
-    return TemplateSpec(item["name"], dialect, root / item["file"], params, default)
+    constraints = []
+    for text in item.get("constraints") or []:
+        try:
+            constraints.append(parse_constraint(text, set(params)))
+        except ConstraintError as exc:
+            raise ProblemError(f"{dialect} template {item['name']!r}: constraint {text!r}: {exc}") from None
+    spec = TemplateSpec(item["name"], dialect, root / item["file"], params, default, tuple(constraints))
+    broken = spec.violations(default) if set(default) == set(params) else []
+    if broken:
+        raise ProblemError(f"{dialect} template {item['name']!r}: its default violates {', '.join(broken)}")
+    return spec
 
 
 def shape_key(shape: dict) -> str:
