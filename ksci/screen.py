@@ -5,7 +5,9 @@ streams, events or graphs, reading clocks, looking up or redefining runtime func
 and touching files, the network, the environment or other processes are the harness's business or nobody's.
 The check is lexical: comments are dropped and string literals blanked (so neither can trip it, and a line
 number still points at the source), then a table of patterns is matched, each with a reason a person (or the
-LLM that wrote the kernel) can act on. It is a first line, not the only one: see docs/threat-model.md for what
+LLM that wrote the kernel) can act on. String literals are matched as the compiler sees them, adjacent ones
+joined (`"cudaStream" "Create"` is one name), and inline assembly and asm labels are searched for any name of
+the runtime, the driver, Python or threads. It is a first line, not the only one: see docs/threat-model.md for what
 the dynamic checks in the harness catch that a lexical check cannot.
 """
 
@@ -99,6 +101,17 @@ RULES: tuple[tuple[str, str], ...] = (
         "controls processes or signals, or makes raw system calls",
     ),
     (r"\bstd::(?:thread|jthread|async)\b", "starts host threads"),
+    # Named at all, not only called: a function pointer to one (`auto f = &pthread_create;`) starts the same thread.
+    (
+        r"(?<![\w.])(?<!->)(?:pthread_\w+|thrd_\w+|__clone\w*|clone3|vfork|fork|posix_spawnp?|exec[lv]\w*|popen|ptrace)\b",
+        "names a thread or process function (a call or a pointer to it): host threads and processes are not a kernel's",
+    ),
+    (
+        r"&\s*(?:::\s*)?(?:system|kill|killpg|raise|signal|sigaction|prctl|setrlimit|atexit|at_quick_exit|exit|_exit|_Exit|abort|syscall)\b",
+        "takes the address of a process-control function",
+    ),
+    (r"globaltimer", "reads the GPU's global timer (%globaltimer): timing is the harness's job"),
+    (r"\b_?Py[A-Z][A-Za-z]*_\w+|\bPy_\w+", "uses Python's C API: the harness's process is not the kernel's"),
 )
 INCLUDES = (
     "dlfcn.h", "fstream", "thread", "chrono", "future", "filesystem", "unistd.h", "fcntl.h", "signal.h", "csignal",
@@ -109,8 +122,16 @@ INCLUDE_PREFIXES = ("sys/", "netinet/", "arpa/", "linux/", "asm/")
 LITERAL_RULES: tuple[tuple[str, str], ...] = (
     (r"\bsyscall\b|\bsysenter\b|\bint\s+\$?0x80\b|\bsvc\s+#?0\b", "inline assembly makes a raw system call"),
     (r"\.(?:init_array|fini_array|preinit_array|ctors|dtors)\b", "places code in a load-time section"),
-    (r'^"\s*(?:cuda|cu|hip|nccl|dl)[A-Z_]\w*\s*"$', "names a runtime function in a string (an asm label or a lookup by name)"),
+    (r'^"\s*(?:(?:cuda|cu|hip|nccl|dl|_?Py)[A-Z_]|pthread_)\w*\s*"$', "names a runtime function in a string (an asm label or a lookup by name)"),
+    (r"\brdtscp?\b|\brdpmc\b|\brdpid\b", "inline assembly reads a host clock (rdtsc)"),
+    (r"globaltimer", "inline assembly reads the GPU's global timer (%globaltimer): timing is the harness's job"),
 )  # fmt: skip
+# Inside inline assembly (its template, or an asm label): any name of the runtime, the driver, Python, threads.
+ASM_RULE = (
+    re.compile(r"\b(?:(?:cuda|cu|hip|nccl|dl|_?Py)[A-Z_]|pthread_)\w*"),
+    "inline assembly or an asm label names a runtime, Python or thread function",
+)
+_ASM_BEFORE = re.compile(r"\b(?:asm|__asm__|__asm)\b(?:\s+|\s*\b(?:volatile|__volatile__|goto|inline)\b)*\s*\(\s*$")
 
 _CALL_PREFIX = _CALL.split("{")[0]
 _COMPILED = tuple((re.compile(p, re.M), why) for p, why in RULES)
@@ -158,10 +179,12 @@ def screen_source(source: str) -> ScreenResult:
             if not (calls_only and _declares(code, match.start())):
                 hits.append((match.start(), why))
                 break
-    for position, literal in literals:
+    for position, literal in _joined(code, literals):
         for pattern, why in _COMPILED_LITERALS:
             if pattern.search(literal):
                 hits.append((position, why))
+        if _ASM_BEFORE.search(code[max(0, position - 80) : position]) and ASM_RULE[0].search(literal):
+            hits.append((position, ASM_RULE[1]))
     for position, why in _top_level_initialisers(code):
         hits.append((position, why))
     if not hits:
@@ -195,6 +218,22 @@ def _strip(source: str) -> tuple[str, list[tuple[int, str]]]:
 
     code = _TOKEN.sub(blank, source)
     return code, literals
+
+
+def _joined(code: str, literals: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """String literals as the compiler sees them: adjacent ones (only blanks or comments between) concatenated,
+    so that `"cudaStream" "Create"` is tested as `"cudaStreamCreate"`. Character literals stay alone."""
+    joined: list[tuple[int, str, int]] = []  # (start, text as one literal, end)
+    for position, literal in literals:
+        body = re.sub(r'^(?:u8|[uUL])?"|"$', "", literal)
+        end = position + len(literal)
+        is_string = literal.endswith('"')
+        if is_string and joined and joined[-1][1].endswith('"') and not code[joined[-1][2] : position].strip():
+            start, text, _ = joined[-1]
+            joined[-1] = (start, text[:-1] + body + '"', end)
+        else:
+            joined.append((position, f'"{body}"' if is_string else literal, end))
+    return [(start, text) for start, text, _ in joined]
 
 
 def _without_comments(source: str) -> str:

@@ -92,6 +92,14 @@ KERNEL = 'extern "C" int f(void* c, int n, void* stream) {{\n    {body}\n    ret
         ("kill(1, 9);", "process"),
         ("signal(15, nullptr);", "process"),
         ('asm volatile("syscall");', "system call"),
+        ('unsigned lo, hi; asm volatile("rdtsc" : "=a"(lo), "=d"(hi));', "host clock"),
+        ('unsigned lo, hi; asm volatile("rd" "tscp" : "=a"(lo), "=d"(hi) :: "rcx");', "host clock"),
+        ('unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));', "global timer"),
+        ('asm volatile("call cudaStream" "CreateWithFlags@PLT");', "inline assembly"),
+        ("auto start = &pthread_create;", "thread or process"),
+        ("void* start = (void*)pthread_create;", "thread or process"),
+        ("auto end = &exit;", "address of a process-control"),
+        ("auto state = PyGILState_Ensure();", "Python"),
         ("cudaDeviceReset();", "device or context"),
     ],
 )
@@ -122,6 +130,10 @@ def test_forbidden_calls_are_refused_with_a_reason(body, reason):
         ("#define CAT(a, b) a##b\n", "token pasting"),
         ("#define cudaEventRecord(e, s) 0\n", "macro"),
         ('extern "C" int q(void**, unsigned) __asm__("cudaStreamCreateWithFlags");\n', "asm label"),
+        ('extern "C" int q(void**, unsigned) asm("cudaStream" "CreateWithFlags");\n', "asm label"),
+        ('extern "C" int q(void**, unsigned) asm("cudaStream" /* split */\n  "CreateWithFlags");\n', "asm label"),
+        ('extern "C" void* m(const char*) asm("PyImport_" "ImportModule");\n', "Python"),
+        ('extern "C" int t(void*, void*, void*(*)(void*), void*) asm("pthread_" "create");\n', "thread"),
     ],
 )
 def test_forbidden_file_scope_constructs_are_refused(source, reason):
@@ -168,6 +180,11 @@ extern "C" int f(float* c, int n, void* stream) {
 def test_what_honest_kernels_do_passes():
     result = screen_source(ALLOWED)
     assert result.ok, result.message
+
+
+def test_adjacent_literals_in_device_messages_pass():
+    printing = ALLOWED.replace('printf("fopen(%d) getenv cudaEventRecord\\n", n)', 'printf("cuda" "Malloc: %d\\n", n)')
+    assert printing != ALLOWED and screen_source(printing).ok
 
 
 def test_the_quoted_hip_runtime_include_that_hipify_writes_passes():
