@@ -30,7 +30,9 @@ from ksci import PROJECT_ROOT
 from ksci.evaluate import SPARES
 from ksci.llm.config import LlmConfig, LlmConfigError, load_config
 from ksci.llm.ledger import LlmLedger
-from ksci.problem import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT
+from ksci.problem import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, load_problem
+from ksci.propose import space_note
+from tasks.compose import compose
 from tasks.gpu import GPU_PRIORITY, ensure_gpu_limit
 from tasks.stages import (
     benchmark_kernel,
@@ -109,10 +111,16 @@ def evolve_generation(
             store_root,
         )
         proposer = "seed" if population.empty else "tuning"
-        logger.info("generation %d: %d proposals from %s", generation, len(proposals), proposer)
+        note = _space_note(problem, dialect, store_root, run, generation, population, proposals, overlap)
+        logger.info(
+            "generation %d: %d proposals from %s%s", generation, len(proposals), proposer, f" ({note})" * bool(note)
+        )
         pending = []
         for proposal in proposals:
-            rendered = render.submit(problem, dialect, proposal.template, proposal.params)
+            if proposal.by_shape:  # a composition of points by shape (ksci.compose)
+                rendered = compose.submit(problem, dialect, proposal.by_shape)
+            else:
+                rendered = render.submit(problem, dialect, proposal.template, proposal.params)
             meta = {
                 "run": run,
                 "generation": generation,
@@ -122,6 +130,7 @@ def evolve_generation(
                 "hypothesis": proposal.hypothesis,
                 "template": proposal.template,
                 "params": proposal.params,
+                "params_by_shape": proposal.by_shape,
             }
             pending.append(evaluate(rendered, meta))
 
@@ -160,6 +169,15 @@ def _propose(problem, dialect, run, generation, population, learns_from, overlap
     if board:  # a failure before this point reaches the board through _run_overlapping
         board.post(generation, proposals)
     return proposals
+
+
+def _space_note(problem, dialect, store_root, run, generation, population, proposals, overlap) -> str:
+    """Which template families have no untried feasible point left (ksci.propose.space_note)."""
+    in_flight = []
+    if overlap:
+        board = board_of(store_root, run)
+        in_flight = [p for earlier in range(horizon(generation, overlap), generation) for p in board.proposals(earlier)]
+    return space_note(load_problem(problem), dialect, population, list(proposals) + in_flight)
 
 
 def _run_overlapping(arguments: dict) -> dict:

@@ -28,9 +28,10 @@ from ksci.problem import shape_key
 from ksci.results import Status, Verdict
 from ksci.storage import Storage
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: kind, params_by_shape_json (composed candidates)
 KEY = ("run", "candidate_id", "generation")  # a row is written at most once per key
 PROPOSERS = ("seed", "tuning", "llm", "rebench")
+KINDS = ("point", "composed", "custom")  # a template point, a per-shape composition of points, anything else
 _VERSION_METADATA = b"ksci.lineage.schema_version"
 _RESERVED_RUNS = {"sources"}
 _RUN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=-]*$")
@@ -48,6 +49,8 @@ SCHEMA = pa.schema(
         pa.field("hypothesis", pa.string(), nullable=False),
         pa.field("template", pa.string()),
         pa.field("params_json", pa.string()),
+        pa.field("kind", pa.string()),
+        pa.field("params_by_shape_json", pa.string()),
         pa.field("source_path", pa.string(), nullable=False),
         pa.field("target", pa.string(), nullable=False),
         pa.field("arch", pa.string()),
@@ -106,6 +109,8 @@ class Candidate:
     hypothesis: str = ""
     template: str | None = None
     params_json: str | None = None  # json.dumps(params, sort_keys=True)
+    kind: str | None = None  # one of KINDS; null in rows written before schema version 2 (see row_kind)
+    params_by_shape_json: str | None = None  # a composed candidate's plan (ksci.compose), json.dumps(sort_keys=True)
     source_path: str  # relative to the store's root
     target: str
     arch: str | None = None
@@ -154,6 +159,7 @@ def candidate_from_verdict(
     template: str | None,
     params: dict | None,
     llm: LlmUsage | None = None,
+    params_by_shape: dict | None = None,
 ) -> Candidate:
     compiled = verdict.compile
     resources = compiled.resources if compiled else []
@@ -169,6 +175,8 @@ def candidate_from_verdict(
         hypothesis=hypothesis,
         template=template,
         params_json=params_to_json(params),
+        kind="composed" if params_by_shape else "point" if template else "custom",
+        params_by_shape_json=params_to_json(params_by_shape),
         source_path=source_path,
         target=verdict.target,
         arch=compiled.arch if compiled else verdict.fingerprint.get("gpu_arch"),
@@ -193,6 +201,14 @@ def candidate_from_verdict(
         completion_tokens=llm.completion_tokens if llm else None,
         cost_usd=llm.cost_usd if llm else None,
     )
+
+
+def row_kind(row: pd.Series) -> str:
+    """The row's kind; rows written before the column existed are points when they name a template."""
+    kind = row.get("kind")
+    if isinstance(kind, str):
+        return kind
+    return "point" if isinstance(row.get("template"), str) else "custom"
 
 
 def candidate_from_row(row: pd.Series) -> Candidate:

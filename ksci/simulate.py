@@ -4,7 +4,9 @@ It replays timings recorded on a real GPU (a JSON list written by benchmarks/rec
 lineage) for the (template, parameters) point named in a rendered kernel's provenance line. Points that were not
 recorded get a deterministic made-up time, so that search code can be exercised; every verdict it returns says
 in its fingerprint and message that it was simulated. Nothing it returns is a measurement.
-A source may carry a simulator directive line, `// ksci-simulate: compile_error` (or wrong, runtime_error, ...),
+A composed source (ksci.compose) is timed per shape as the variant it dispatches that shape to would be alone.
+Made-up times vary from shape to shape as well as from point to point, so that per-shape tuning has something
+to find. A source may carry a simulator directive line, `// ksci-simulate: compile_error` (or wrong, runtime_error, ...),
 to be simulated as failing that way: tests of the LLM writer's repair path use it.
 KSCI_SIMULATE_HOLD_S (seconds, default 0) makes each simulated run keep its GPU slot that long, as a real harness
 does for seconds: tests that must catch a candidate holding a slot (tests/test_faults.py) set it.
@@ -20,8 +22,10 @@ import time
 from pathlib import Path
 
 from ksci.compile import source_hash
+from ksci.compose import composed_plan
 from ksci.evaluate import EnvironmentProblem
-from ksci.problem import Problem, shape_key
+from ksci.problem import Problem, ProblemError, shape_key
+from ksci.render import render_kernel
 from ksci.results import CompileResult, ShapeTiming, Status, Timing, Verdict, geomean
 
 _PROVENANCE = re.compile(r"^// ksci: rendered from (\w+)/(\w+) with (.*)$", re.M)
@@ -55,6 +59,8 @@ class Simulator:
         self.table = {(r["template"], json.dumps(r["params"], sort_keys=True)): r for r in rows}
 
     def recorded(self, source: str) -> dict | None:
+        if composed_plan(source) is not None:
+            return None  # its variants' provenance lines are not the composed kernel's
         point = provenance(source)
         return self.table.get((point[0], json.dumps(point[1], sort_keys=True))) if point else None
 
@@ -98,16 +104,43 @@ class Simulator:
             return verdict
         verdict.message = "simulated: replayed from the recording" if row else "simulated: made-up timing"
         if "benchmark" in phases:
-            times = row["shape_times"] if row else self._made_up(problem, source)
+            times = row["shape_times"] if row else self._times_of(problem, source)
             verdict.timings = [_shape_timing(s, times[shape_key(s)]) for s in problem.benchmarks]
             verdict.geomean_us = geomean(list(times.values()))
             verdict.reference_geomean_us = row.get("reference_geomean_us") if row else 1000.0
             verdict.vendor_geomean_us = row.get("vendor_geomean_us") if row else 50.0
         return verdict
 
+    def _times_of(self, problem: Problem, source: str) -> dict[str, float]:
+        plan = composed_plan(source)
+        if plan is None:
+            return self._made_up(problem, source)
+        variants = [self._variant_times(problem, m) for m in _PROVENANCE.finditer(source)]
+        return {k: variants[plan["shapes"].get(k, plan["default"])][k] for k in map(shape_key, problem.benchmarks)}
+
+    def _variant_times(self, problem: Problem, match: re.Match) -> dict[str, float]:
+        """A variant's times: its recorded ones, else those made up for its point rendered alone."""
+        template, params = provenance(match.group(0))
+        row = self.table.get((template, json.dumps(params, sort_keys=True)))
+        if row and row["status"] == Status.OK:
+            return row["shape_times"]
+        try:
+            alone = render_kernel(problem.template(match.group(1), template), params)
+        except ProblemError:
+            alone = match.group(0)
+        return self._made_up(problem, alone)
+
     def _made_up(self, problem: Problem, source: str) -> dict[str, float]:
-        factor = 0.2 + int(hashlib.sha256(source.encode()).hexdigest()[:6], 16) / 0xFFFFFF * 3.0
-        return {shape_key(s): factor * 100.0 * (1 + i % 3) for i, s in enumerate(problem.benchmarks)}
+        factor = 0.2 + _unit(source) * 3.0
+        return {
+            shape_key(s): factor * 100.0 * (1 + i % 3) * (0.7 + 0.6 * _unit(f"{source}\0{shape_key(s)}"))
+            for i, s in enumerate(problem.benchmarks)
+        }
+
+
+def _unit(text: str) -> float:
+    """A number in [0, 1] that depends only on the text."""
+    return int(hashlib.sha256(text.encode()).hexdigest()[:6], 16) / 0xFFFFFF
 
 
 def _shape_timing(shape: dict, median_us: float) -> ShapeTiming:

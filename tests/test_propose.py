@@ -13,7 +13,7 @@ import pytest
 import ksci.propose
 from ksci.lineage import Candidate, LineageStore, empty_frame
 from ksci.problem import Problem, TemplateSpec
-from ksci.propose import Proposal, _study, propose_tuning
+from ksci.propose import Proposal, _study, propose_tuning, space_note
 from ksci.select import Selection, select_parents
 
 MMA = TemplateSpec(
@@ -175,9 +175,12 @@ def test_switching_family_samples_the_other_template(tmp_path: Path, monkeypatch
     mma, naive = evaluated("mma", MMA.default), evaluated("naive", NAIVE.default)
     frame = frame_of([mma, naive], tmp_path)
     proposals = propose_tuning(problem, "cuda", frame, [Selection(mma.candidate_id, None, "")], 5, seed=0)
-    assert [p.params["BLOCK"] for p in proposals] in ([64, 256], [256, 64])  # all naive points left, then none
-    assert all(p.template == "naive" and p.parent_id == naive.candidate_id for p in proposals)
-    assert all(p.reference_id == mma.candidate_id and "switch from mma" in p.hypothesis for p in proposals)
+    switched, rest = proposals[:2], proposals[2:]
+    assert [p.params["BLOCK"] for p in switched] in ([64, 256], [256, 64])  # all naive points left
+    assert all(p.template == "naive" and p.parent_id == naive.candidate_id for p in switched)
+    assert all(p.reference_id == mma.candidate_id and "switch from mma" in p.hypothesis for p in switched)
+    assert len(rest) == 3 and all(p.template == "mma" for p in rest)  # naive is spent: back to mma
+    assert "exhausted for naive 3 points; proposing from mma" in space_note(problem, "cuda", frame, proposals)
 
 
 def test_exhausted_space_returns_fewer(tmp_path: Path) -> None:
