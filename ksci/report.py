@@ -123,6 +123,30 @@ def short_id(candidate_id: str) -> str:
     return candidate_id[:8]
 
 
+def composition(row: pd.Series) -> dict | None:
+    """A composed candidate's plan (ksci.compose), or None for every other row (and rows of old lineages)."""
+    text = row.get("params_by_shape_json")
+    return json.loads(text) if isinstance(text, str) else None
+
+
+def family(row: pd.Series) -> str:
+    """What the candidate is made of: its template, "composed of N points", or nothing for a free-form kernel."""
+    plan = composition(row)
+    if plan is not None:
+        return f"composed of {len(_variants(plan))} points"
+    return row["template"] if isinstance(row["template"], str) else ""
+
+
+def describe(row: pd.Series) -> str:
+    """The family and the parameters, in one phrase."""
+    return " ".join(part for part in (family(row), short_params(row["params_json"])) if part)
+
+
+def _variants(plan: dict) -> list[str]:
+    points = [plan["default"], *plan["shapes"].values()]
+    return list(dict.fromkeys(f"{p['template']} {short_params(json.dumps(p['params']))}" for p in points))
+
+
 def short_params(params_json) -> str:
     if not isinstance(params_json, str):
         return ""
@@ -198,8 +222,7 @@ def format_status(frame: pd.DataFrame, run: str) -> str:
         return "\n".join([*lines, "no candidate passed"])
     best = facts["best"]
     lines += [
-        f"best: {best['candidate_id']} (generation {best['generation']}, {best['template'] or 'no template'} "
-        f"{short_params(best['params_json'])})",
+        f"best: {best['candidate_id']} (generation {best['generation']}, {describe(best) or 'no template'})",
         f"  geomean {best['geomean_us']:.2f} us: {times(best['speedup_vs_reference'])} than the reference "
         f"({_num(best['reference_geomean_us'])} us), {times(best['speedup_vs_vendor'])} than the vendor library "
         f"({_num(best['vendor_geomean_us'])} us), {_percent(facts['sol_fraction'])} of the speed of light",
@@ -380,8 +403,10 @@ def shape_speedups(frame: pd.DataFrame) -> pd.DataFrame:
     table = pd.DataFrame(
         [json.loads(s) for s in fastest["shape_times_json"]],
         index=[
-            f"g{g} {short_id(c)} {t or ''}"
-            for g, c, t in zip(fastest["generation"], fastest["candidate_id"], fastest["template"], strict=True)
+            f"g{g} {short_id(c)} {t}"
+            for g, c, t in zip(
+                fastest["generation"], fastest["candidate_id"], fastest.apply(family, axis=1), strict=True
+            )
         ],
     )
     if table.empty:
@@ -564,7 +589,7 @@ def _headline(frame: pd.DataFrame) -> str:
     )
     return (
         f'<div class="headline"><p class="best">Best kernel: <code>{_e(best["candidate_id"])}</code> '
-        f"({_e(best['template'])} {_e(short_params(best['params_json']))}), generation {best['generation']}.</p>"
+        f"({_e(describe(best))}), generation {best['generation']}.</p>"
         f"<p>{summary}</p>"
         f'<div class="cards">{"".join(cards)}</div>'
         f'<p><b>How it got there</b> (each step a parent and the experiment on it):</p><ol class="chain">'
@@ -644,8 +669,8 @@ def _candidate_table(frame: pd.DataFrame) -> str:
             f'<tr id="c-{_e(r["candidate_id"])}-{r["generation"]}"'
             f"{' class=best' if r['candidate_id'] == best_id else ''}>"
             f'<td class="num">{r["generation"]}</td><td class="mono">{_e(r["candidate_id"])}</td>'
-            f'<td class="mono">{parent}</td><td>{_e(r["template"])}</td>'
-            f'<td class="mono params">{_e(short_params(r["params_json"]))}</td>'
+            f'<td class="mono">{parent}</td><td>{_e(family(r))}</td>'
+            f'<td class="mono params">{_params_cell(r)}</td>'
             f'<td><span class="status" style="background:{colour}">{_e(r["status"])}</span></td>'
             f'<td class="num">{_num(r["geomean_us"])}</td><td class="num">{_num(r["speedup_vs_reference"])}</td>'
             f'<td class="num">{_num(r["speedup_vs_vendor"])}</td><td class="hyp">{_e(r["hypothesis"])}</td>'
@@ -653,6 +678,23 @@ def _candidate_table(frame: pd.DataFrame) -> str:
         )
     header = "".join(f"<th>{h}</th>" for h in head)
     return f'<div class="wide"><table><thead><tr>{header}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+
+
+def _params_cell(row: pd.Series) -> str:
+    """The point's parameters; for a composed candidate, its variants and which shapes each one serves."""
+    plan = composition(row)
+    if plan is None:
+        return _e(short_params(row["params_json"]))
+    variants = _variants(plan)
+    served: dict[str, list[str]] = {v: [] for v in variants}
+    for key, point in plan["shapes"].items():
+        served[f"{point['template']} {short_params(json.dumps(point['params']))}"].append(key)
+    items = "".join(
+        f"<li>{_e(v)}{' (default)' if i == 0 else ''}: {_e(', '.join(served[v])) or 'no benchmark shape'}</li>"
+        for i, v in enumerate(variants)
+    )
+    summary = f"{len(plan['shapes'])} shapes → {len(variants)} points"
+    return f'<details class="composed"><summary>{summary}</summary><ul>{items}</ul></details>'
 
 
 def source_diff(parent: str, child: str, parent_name: str, child_name: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -117,3 +118,20 @@ def test_the_report_renders_in_a_browser(page, tmp_path):
     assert pixels.shape[:2] == (3000, 1400)
     assert pixels[..., :3].std() > 0.05  # not one flat colour: text, plots and table were drawn
     shutil.rmtree(tmp_path / "profile", ignore_errors=True)
+
+
+def test_a_composed_candidate_shows_its_points_and_the_shapes_each_serves(frame):
+    """A composed row (kind composed, params_by_shape_json) reads "composed of N points", with the mapping in a
+    details cell; rows of the example, written before the column existed, read as before."""
+    points = frame[frame["template"] == "mma"].iloc[:2]
+    first, second = ({"template": "mma", "params": json.loads(p)} for p in points["params_json"])
+    shapes = sorted(json.loads(frame["shape_times_json"].iloc[0]))
+    plan = {"default": first, "shapes": {k: second if i % 2 else first for i, k in enumerate(shapes)}}
+    composed = frame.iloc[[0]].assign(
+        candidate_id="c" * 16, template=None, params_json=None, kind="composed", params_by_shape_json=json.dumps(plan)
+    )
+    page = build_report(pd.concat([frame, composed], ignore_index=True), LineageStore(STORE).read_source)
+    row = page[page.index(f'<tr id="c-{"c" * 16}') :].split("</tr>")[0]
+    assert "<td>composed of 2 points</td>" in row and f"{len(shapes)} shapes → 2 points" in row
+    assert "(default)" in row and shapes[1] in row.split("</li>")[1] and shapes[0] in row.split("</li>")[0]
+    assert "<td>mma</td>" in page  # the other rows still name their template
