@@ -35,6 +35,10 @@ RULES: tuple[tuple[str, str], ...] = (
     (rf"\b{_API}(?:StreamPerThread|StreamLegacy)\b", "launches on a stream other than the one given"),
     (rf"\b{_API}LaunchHostFunc\b", "enqueues host code on a stream"),
     (
+        rf"\b{_API}(?:HostAlloc\w*|MallocHost|HostMalloc|HostRegister|HostGetDevicePointer|HostGetFlags)\b|\bcuMemHost\w+",
+        "pins or maps host memory: a kernel's data lives on the device, and the host is the harness's",
+    ),
+    (
         rf"\b{_API}(?:DeviceReset|SetDevice|SetDeviceFlags|CtxResetPersistingL2Cache|Ipc\w+)\b",
         "changes the device or context, or shares memory with another process",
     ),

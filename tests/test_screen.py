@@ -96,6 +96,7 @@ KERNEL = 'extern "C" int f(void* c, int n, void* stream) {{\n    {body}\n    ret
         ('unsigned lo, hi; asm volatile("rd" "tscp" : "=a"(lo), "=d"(hi) :: "rcx");', "host clock"),
         ('unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));', "global timer"),
         ('asm volatile("call cudaStream" "CreateWithFlags@PLT");', "inline assembly"),
+        ("int* seen; cudaHostAlloc((void**)&seen, 4, cudaHostAllocMapped);", "host memory"),
         ("auto start = &pthread_create;", "thread or process"),
         ("void* start = (void*)pthread_create;", "thread or process"),
         ("auto end = &exit;", "address of a process-control"),
