@@ -1,6 +1,12 @@
-"""The two toolchains, CUDA (nvcc) and ROCm (hipcc): how to call them and how to read their resource reports.
+"""The two toolchains, CUDA (nvcc) and ROCm (hipcc, or clang in HIP mode): how to call them and how to read their
+resource reports.
 
 Everything else in ksci is shared by both targets; this module and the kernel source are all that differ.
+ROCm's compiler is chosen per architecture: hipcc where it can target the arch (ROCm 6's hipcc knows gfx942), else
+a newer clang++ in HIP mode (Debian bookworm's hipcc is HIP 5.2 on clang 15, which stops at gfx940; its clang-19
+knows gfx942). Debian's ROCm device libraries (5.2) lack the one-constant `oclc_isa_version_942.bc` that clang
+links for gfx942, so a copy of that folder with the missing file derived from gfx940's is made once (see
+rocm_device_libs).
 """
 
 from __future__ import annotations
@@ -10,7 +16,9 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 from ksci.results import KernelResources
 
@@ -26,7 +34,8 @@ class ToolchainMissing(RuntimeError):
 class Toolchain:
     target: str  # "cuda" or "rocm"
     compiler: str  # absolute path
-    version: str  # one line, part of the compile cache key
+    version: str  # one line naming the driver and its version: part of the compile cache key and of each result
+    device_libs: str | None = None  # clang in HIP mode only: the ROCm bitcode folder it links
 
     def command(self, source: str, library: str, arch: str, extra_flags: tuple[str, ...] = ()) -> list[str]:
         common = ["-O3", "-std=c++17", "-shared", *extra_flags, source, "-o", library]
@@ -48,8 +57,10 @@ class Toolchain:
                 "-lineinfo",
                 *common,
             ]
+        hip_mode = ["-x", "hip", f"--rocm-device-lib-path={self.device_libs}"] if self.device_libs else []
         return [
             self.compiler,
+            *hip_mode,
             f"--offload-arch={arch}",
             "-fPIC",
             "-Rpass-analysis=kernel-resource-usage",
@@ -66,12 +77,126 @@ class Toolchain:
         return parse_ptxas(log) if self.target == "cuda" else parse_amdgpu_remarks(log)
 
 
-def find_toolchain(target: str) -> Toolchain:
-    name = {"cuda": "nvcc", "rocm": "hipcc"}[target]
-    path = shutil.which(name, path=_search_path(target))
-    if path is None:
-        raise ToolchainMissing(f"{name} not found: install it or put it on PATH to build {target} kernels")
-    return Toolchain(target, path, _version_line(target, path))
+def find_toolchain(target: str, arch: str | None = None) -> Toolchain:
+    """The compiler for `target`; for ROCm the one that can build `arch` (default: default_arch("rocm"))."""
+    if target == "cuda":
+        path = shutil.which("nvcc", path=_search_path(target))
+        if path is None:
+            raise ToolchainMissing("nvcc not found: install it or put it on PATH to build cuda kernels")
+        return Toolchain(target, path, _version_line(target, path))
+    arch = arch or default_arch("rocm")
+    hipcc = shutil.which("hipcc", path=_search_path(target))
+    if hipcc and hipcc_targets(hipcc, arch):
+        return Toolchain(target, hipcc, "hipcc: " + _version_line(target, hipcc))
+    clang = find_hip_clang(arch)
+    if clang is None:
+        found = f"hipcc ({hipcc}) cannot target {arch}" if hipcc else "hipcc not found"
+        raise ToolchainMissing(
+            f"{found}, and no clang++ in HIP mode that can: install ROCm, or Debian's clang-19 and lld-19 "
+            "(apt-get install clang-19 lld-19 hipcc)"
+        )
+    return Toolchain(
+        target, clang, f"{Path(clang).name} -x hip: {_version_line('clang', clang)}", rocm_device_libs(clang)
+    )
+
+
+HIP_CLANG_NAMES = ("clang++-19", "clang++-20", "clang++-18", "clang++-17", "clang++")
+
+
+def find_hip_clang(arch: str) -> str | None:
+    """The first clang++ on PATH (newest Debian names first) that compiles HIP for `arch`."""
+    for name in HIP_CLANG_NAMES:
+        path = shutil.which(name, path=_search_path("rocm"))
+        if path and _can_build_hip(path, arch, rocm_device_libs(path)):
+            return path
+    return None
+
+
+def hipcc_targets(hipcc: str, arch: str) -> bool:
+    """Whether this hipcc's clang knows `arch` (Debian's hipcc 5.2 on clang 15 knows gfx940, not gfx942)."""
+    return _can_build_hip(hipcc, arch, None)
+
+
+_PROBE = "#include <hip/hip_runtime.h>\n__global__ void probe(float* x) { x[threadIdx.x] = 1.0f; }\n"
+
+
+@functools.cache
+def _can_build_hip(compiler: str, arch: str, device_libs: str | None) -> bool:
+    """Compile a one-line kernel for `arch` (device code only): the cheapest honest answer to "can it?"."""
+    with tempfile.TemporaryDirectory(prefix="ksci-probe-") as tmp:
+        source = Path(tmp) / "probe.hip"
+        source.write_text(_PROBE)
+        flags = ["-x", "hip", f"--rocm-device-lib-path={device_libs}"] if device_libs else []
+        argv = [compiler, *flags, f"--offload-arch={arch}", "--cuda-device-only", "-c", str(source), "-o", f"{tmp}/o"]
+        try:
+            proc = subprocess.run(argv, capture_output=True, env=dict(os.environ, HIP_PLATFORM="amd"), timeout=120)
+        except (OSError, subprocess.SubprocessError):
+            return False
+        return proc.returncode == 0
+
+
+# Folders where distributions put the ROCm device libraries (ockl, ocml, oclc_*): ROCm's own, then Debian's.
+_BITCODE_DIRS = ("/opt/rocm/amdgcn/bitcode", "/opt/rocm/lib/llvm/lib/clang/amdgcn/bitcode")
+_DEBIAN_BITCODE = "/usr/lib/{multiarch}/amdgcn/bitcode"
+# `__oclc_ISA_version` of the CDNA3 chips that Debian's 5.2 device libraries lack (gfx940's is 9400).
+_MISSING_ISA_VERSIONS = {"941": 9401, "942": 9402}
+
+
+@functools.cache
+def rocm_device_libs(clang: str) -> str | None:
+    """A ROCm bitcode folder for clang's HIP mode that has gfx941/gfx942's ISA-version library.
+
+    Where the system's folder lacks them (Debian's 5.2), a copy (symbolic links) is made under
+    $XDG_CACHE_HOME/ksci with each missing file derived from oclc_isa_version_940.bc: the file holds one
+    constant, __oclc_ISA_version, 9400 for gfx940 and 940x for gfx94x, as in ROCm's own device libraries.
+    """
+    system = _system_bitcode_dir()
+    if system is None:
+        return None
+    if all((system / f"oclc_isa_version_{v}.bc").is_file() for v in _MISSING_ISA_VERSIONS):
+        return str(system)
+    bin_dir = Path(os.path.realpath(clang)).parent
+    llvm_dis, llvm_as = bin_dir / "llvm-dis", bin_dir / "llvm-as"
+    if not (llvm_dis.is_file() and llvm_as.is_file()):
+        return str(system)
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ksci"
+    folder = cache / f"rocm-bitcode-{bin_dir.parent.name}"  # e.g. rocm-bitcode-llvm-19
+    if (folder / "oclc_isa_version_942.bc").is_file():
+        return str(folder)
+    cache.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".rocm-bitcode-", dir=cache))
+    for bc in system.glob("*.bc"):
+        (work / bc.name).symlink_to(bc)
+    text = subprocess.run(
+        [str(llvm_dis), str(system / "oclc_isa_version_940.bc"), "-o", "-"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    for suffix, version in _MISSING_ISA_VERSIONS.items():
+        if not (system / f"oclc_isa_version_{suffix}.bc").is_file():
+            derived = text.replace("i32 9400", f"i32 {version}")
+            subprocess.run(
+                [str(llvm_as), "-", "-o", str(work / f"oclc_isa_version_{suffix}.bc")],
+                input=derived,
+                text=True,
+                check=True,
+                timeout=60,
+            )
+    try:
+        os.rename(work, folder)  # atomic publish; a concurrent twin may have won the race
+    except OSError:
+        shutil.rmtree(work, ignore_errors=True)
+    return str(folder)
+
+
+def _system_bitcode_dir() -> Path | None:
+    multiarch = subprocess.run(["gcc", "-print-multiarch"], capture_output=True, text=True).stdout.strip()
+    for candidate in (*_BITCODE_DIRS, _DEBIAN_BITCODE.format(multiarch=multiarch or "x86_64-linux-gnu")):
+        if (Path(candidate) / "oclc_isa_version_940.bc").is_file():
+            return Path(candidate)
+    return None
 
 
 def _search_path(target: str) -> str:
@@ -83,7 +208,7 @@ def _search_path(target: str) -> str:
 def _version_line(target: str, path: str) -> str:
     env = dict(os.environ, HIP_PLATFORM="amd") if target == "rocm" else None
     out = subprocess.run([path, "--version"], capture_output=True, text=True, env=env, timeout=60).stdout
-    wanted = "release" if target == "cuda" else "HIP version"
+    wanted = {"cuda": "release", "rocm": "HIP version", "clang": "clang version"}[target]
     lines = [line.strip() for line in out.splitlines() if wanted in line or "clang version" in line]
     return "; ".join(lines) or out.strip().splitlines()[-1]
 
