@@ -22,6 +22,7 @@ from ksci import PROJECT_ROOT, __version__
 from ksci.compile import compile_source
 from ksci.hipify import hipify_source, looks_like_cuda
 from ksci.isolate import Child, ChildOutcome
+from ksci.libcheck import check_library
 from ksci.problem import Problem, has_entry_point, kernels_dir, shape_key
 from ksci.reports import CLOCK_TOLERANCE, timing_doubts, validate_message
 from ksci.results import CheckResult, CompileResult, ShapeTiming, Status, Timing, Verdict, geomean
@@ -99,12 +100,14 @@ def run_phases(
 def expected_reports(problem: Problem, options: EvaluationOptions) -> dict:
     """The least an honest run of these phases reports (see Session.run in ksci.harness.child).
 
-    Verify: one check per test input set. Benchmark: per shape, the warm-up set, the three timed sets and a fresh
-    set, one timing; then every test input set again on new seeds.
+    Verify: one check per test input set. Benchmark: per shape, the warm-up set, at least two timed outputs (two
+    batches, at least one sampled in each; how many more depends on the batches) and a fresh set, one timing; then
+    every test input set again on new seeds. Each timing also says how many timed outputs it checked, which
+    ksci/reports.py holds against the number of timed calls.
     """
     tests = len(options.tests or problem.tests) * problem.trials
     shapes = len(options.benchmarks or problem.benchmarks) if "benchmark" in options.phases else 0
-    checks = (tests if "verify" in options.phases else 0) + ((5 * shapes + tests) if shapes else 0)
+    checks = (tests if "verify" in options.phases else 0) + ((4 * shapes + tests) if shapes else 0)
     return {"checks": checks, "timings": shapes}
 
 
@@ -122,7 +125,10 @@ def prepare_source(problem: Problem, source: str, target: str) -> tuple[str | No
 
 
 def compile_candidate(source: str, options: EvaluationOptions) -> CompileResult:
-    """Screen the source (ksci.screen), then compile it; a rejected source is never handed to the compiler."""
+    """Screen the source (ksci.screen), compile it, then inspect the library (ksci.libcheck).
+
+    A source the screen rejects is never handed to the compiler; a library that imports or runs at load time
+    anything outside the allowlist is rejected before any harness loads it."""
     screened = screen_source(source)
     if not screened.ok:
         return CompileResult(
@@ -136,7 +142,13 @@ def compile_candidate(source: str, options: EvaluationOptions) -> CompileResult:
         )
     toolchain = find_toolchain(options.target)
     arch = options.arch or default_arch(options.target)
-    return compile_source(source, toolchain, arch, Path(options.cache_dir))
+    compiled = compile_source(source, toolchain, arch, Path(options.cache_dir))
+    if compiled.ok and compiled.library:
+        inspected = check_library(compiled.library, options.target)
+        if not inspected.ok:
+            compiled.ok, compiled.library, compiled.rejected = False, None, inspected.message
+            compiled.log = f"{compiled.log}\n{inspected.message}".strip()
+    return compiled
 
 
 def failed_compile_verdict(
@@ -422,14 +434,16 @@ def classify(problem: Problem, outcome: ChildOutcome, verdict: Verdict, expect: 
 
 def _drop_invalid(outcome: ChildOutcome) -> list[str]:
     """Remove the messages that fail their schema; why, when there were any (such a run is never ok)."""
-    valid, reasons = [], []
-    for message in outcome.messages:
+    timed = len(outcome.arrivals) == len(outcome.messages)  # outcomes written by hand (tests) may have no arrivals
+    valid, arrivals, reasons = [], [], []
+    for i, message in enumerate(outcome.messages):
         problem = validate_message(message)
         if problem is None:
             valid.append(message)
+            arrivals.extend([outcome.arrivals[i]] if timed else [])
         else:
             reasons.append(problem)
-    outcome.messages = valid
+    outcome.messages, outcome.arrivals = valid, arrivals
     bad = outcome.bad_messages + len(reasons)
     if not bad:
         return []
@@ -453,15 +467,33 @@ def _report_doubts(outcome: ChildOutcome, verdict: Verdict) -> list[str]:
     if any(not c.ok for c in verdict.checks):
         doubts.append("a failed check was reported, yet the result says ok")
     timings = outcome.events("timing")
+    parent = _parent_clock_us(outcome)
     for message in timings:
-        for doubt in timing_doubts(message, outcome.wall_s or None):
+        for doubt in timing_doubts(message, parent.get(id(message))):
             doubts.append(f"{message.get('key') or message['shape']}: {doubt}")
-    total_host_s = sum(m["integrity"]["host_us"] for m in timings) / 1e6
+    total_host_s = sum(m["integrity"]["shape_host_us"] for m in timings) / 1e6
     if outcome.wall_s and total_host_s > outcome.wall_s * CLOCK_TOLERANCE:
         doubts.append(
-            f"the timed batches add up to {total_host_s:.2f} s, longer than the child ran ({outcome.wall_s:.2f} s)"
+            f"the child's shapes add up to {total_host_s:.2f} s, longer than the child ran ({outcome.wall_s:.2f} s)"
         )
+    missing = [m.get("key") for m in timings if id(m) not in parent]
+    if outcome.arrivals and missing:
+        doubts.append(f"no `shape` message came before the timing of {', '.join(map(str, missing))}")
     return doubts
+
+
+def _parent_clock_us(outcome: ChildOutcome) -> dict[int, float]:
+    """For each timing message (by id), the parent's clock from its shape's `shape` message to it, in us."""
+    if len(outcome.arrivals) != len(outcome.messages):
+        return {}
+    started: dict[str, float] = {}
+    elapsed = {}
+    for message, arrival in zip(outcome.messages, outcome.arrivals, strict=True):
+        if message["event"] == "shape":
+            started[message["key"]] = arrival
+        elif message["event"] == "timing" and message.get("key") in started:
+            elapsed[id(message)] = (arrival - started.pop(message["key"])) * 1e6
+    return elapsed
 
 
 def _fail(verdict: Verdict, status: Status, message: str) -> Verdict:

@@ -24,6 +24,9 @@ OUTPUT_TAIL_CHARS = 8000
 @dataclass
 class ChildOutcome:
     messages: list[dict] = field(default_factory=list)  # validated JSON objects from the report pipe
+    # When each message reached the parent (time.monotonic(), one per message): the parent's own clock, which the
+    # child's code cannot touch, held against the child's reports (ksci/reports.py timing_doubts).
+    arrivals: list[float] = field(default_factory=list)
     returncode: int | None = None  # negative: killed by that signal
     timed_out: bool = False
     output: str = ""  # tail of the child's stdout and stderr
@@ -139,7 +142,9 @@ def _read_reports(fd: int, outcome: ChildOutcome, arrived: dict[str, float]) -> 
                 outcome.bad_messages += 1
                 continue
             if isinstance(message, dict) and isinstance(message.get("event"), str):
+                now = time.monotonic()
                 outcome.messages.append(message)
-                arrived.setdefault(message["event"], time.monotonic())
+                outcome.arrivals.append(now)
+                arrived.setdefault(message["event"], now)
             else:
                 outcome.bad_messages += 1

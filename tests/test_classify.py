@@ -16,9 +16,11 @@ WORK = {"flops": 2.0 * 1024 * 1536 * 7168, "bytes": 1024 * 7168 + 1536 * 7168 + 
 def _timing(kernel_us: float, **integrity) -> dict:
     stats = {"median_us": kernel_us, "iqr_us": 0.1, "min_us": kernel_us, "reps": 20}
     ref = {**stats, "median_us": 1000.0}
-    # Two batches of ten, a 150 us flush before each call, 30 us of launch and wake-up latency per batch.
-    honest = {"host_us": 20 * (150.0 + kernel_us) + 60.0, "event_us": 20 * kernel_us, "flush_us": 150.0}
-    honest.update(batches=2, leftover_us=[12.0, 9.0])
+    # Two batches of ten calls, a 150 us flush before each, 40 us of host latency per call and 12 us until the device
+    # is seen idle, as for a call that does nothing; 8 of the 20 outputs checked in full.
+    honest = {"calls": 20, "checked": 8, "flush_us": 150.0, "gap_us": 41.0, "gap_idle_us": 40.0}
+    honest.update(tail_us=12.5, tail_idle_us=12.0, sync_us=4.0, sync_idle_us=3.5, shape_host_us=60_000.0)
+    honest["samples_us"] = [kernel_us + 0.01 * (i % 7) for i in range(20)]
     return {
         "event": "timing",
         "shape": SHAPE,
@@ -51,9 +53,13 @@ RESULT_OK = {"event": "result", "status": "ok"}
 @pytest.mark.parametrize(
     ("integrity", "reason"),
     [
-        ({"event_us": 20 * 100.0, "host_us": 1000.0}, "passed on the host clock"),  # events longer than the host
-        ({"host_us": 20 * (150.0 + 100.0) + 20 * 400.0}, "patched timer"),  # the host waited for unseen work
-        ({"leftover_us": [900.0, 850.0]}, "stream of the kernel's own"),  # work still running after every batch
+        # A timer that reports half: the host saw 50 us per call more than the events (a 100 us call said to take 100).
+        ({"gap_us": 90.0}, "a timer that reports less than the call took"),
+        # The device busy 60 us after each end event: on its own clock, and for the host's synchronisation.
+        ({"tail_us": 12.0 + 60.0, "sync_us": 3.5 + 50.0}, "stream of the kernel's own"),
+        ({"checked": 2}, "only 2 of 20 timed outputs were checked"),
+        ({"calls": 10}, "timed outputs were checked"),  # fewer calls than timed repetitions
+        ({"samples_us": [100.0] * 10 + [5.0] * 10}, "two groups"),
     ],
 )
 def test_timings_the_clocks_disagree_with_are_suspicious(integrity, reason):
@@ -61,9 +67,29 @@ def test_timings_the_clocks_disagree_with_are_suspicious(integrity, reason):
     assert v.status == Status.SUSPICIOUS and reason in v.message
 
 
-def test_one_slow_batch_of_an_honest_kernel_is_not_doubted():
-    v = _verdict(*OK_RUN, _timing(100.0, leftover_us=[15.0, 2000.0]), RESULT_OK)  # a hiccup, not every batch
+def test_a_little_host_latency_or_device_tail_is_not_doubted():
+    """Under the floors (30 us host, 20 us device) an honest call's jitter passes, however short the call; and a
+    slow wake-up of the host after a long call (on the device's clock alone) is not work left running."""
+    v = _verdict(*OK_RUN, _timing(100.0, gap_us=65.0, tail_us=30.0), RESULT_OK)
     assert v.status == Status.OK, v.message
+    v = _verdict(*OK_RUN, _timing(270.0, tail_us=12.0 + 41.0, sync_us=5.0), RESULT_OK)  # seen on an H100
+    assert v.status == Status.OK, v.message
+
+
+def _timed(messages: list[dict], arrivals: list[float]) -> Verdict:
+    outcome = ChildOutcome(messages=messages, arrivals=arrivals, returncode=0, output="log")
+    return classify(PROBLEM, outcome, Verdict(Status.COMPILED, "fp8_gemm", "cuda"))
+
+
+def test_the_childs_clock_is_held_against_the_parents():
+    """The child says the shape took 60 ms; the parent saw its `shape` and `timing` messages 60 ms or 200 ms apart."""
+    shape = {"event": "shape", "key": "1024x1536x7168"}
+    messages = [*OK_RUN, shape, _timing(100.0), RESULT_OK]
+    assert _timed(messages, [0.0, 0.001, 0.002, 0.0621, 0.063]).status == Status.OK
+    slow = _timed(messages, [0.0, 0.001, 0.002, 0.202, 0.203])
+    assert slow.status == Status.SUSPICIOUS and "the parent's 200.0 ms" in slow.message
+    missing = _timed([*OK_RUN, _timing(100.0), RESULT_OK], [0.0, 0.001, 0.0621, 0.063])
+    assert missing.status == Status.SUSPICIOUS and "no `shape` message" in missing.message
 
 
 @pytest.mark.parametrize(

@@ -17,23 +17,34 @@ import argparse
 import ctypes
 import json
 import os
+import random
+import statistics
 import sys
+import time
 import traceback
 
 import torch
 
 from ksci.harness.check import compare, relative_error, same_bytes
 from ksci.harness.sandbox import drop_network, limit_resources
-from ksci.harness.timing import L2Flusher, TimingPolicy, time_calls
+from ksci.harness.timing import CallTimer, L2Flusher, TimingPolicy, spread, time_calls
 from ksci.problem import load_problem, shape_key
+from ksci.reports import summarise
 
 GUARD_ELEMENTS = 4096  # canary elements on each side of every output
 GUARD_BYTE = 0x5A
 TRIAL_SEED_STEP = 7919
 REVERIFY_SEED_OFFSET = 1_000_003
 WARMUP_SEED_OFFSET = 2_000_029
-REFRESH_SEED_OFFSET = 3_000_017
-ROTATIONS = 3
+ROTATIONS = 3  # input sets the baselines rotate over
+# Of each of the first two batches of timed calls, this many outputs are checked in full, and one of each later
+# batch, chosen at random after the batch ran; every other output is still looked at for poison left in it (a NaN
+# where the kernel wrote nothing). A kernel that skips half its calls passes 8 random checks with odds 1 in 256.
+CHECKED_PER_BATCH = 4
+CHECKED_BATCHES = 2
+CASE_MEMORY_SHARE = 0.25  # the most of the free device memory one batch's input sets may take
+SAMPLES_KEPT = 1000  # call times sent with a shape's timing, in call order (ksci/reports.py judges them)
+_UNPREDICTABLE = random.SystemRandom()  # seeds and sampled checks: nothing the candidate can replay or predict
 VENDOR_RELATIVE_ERROR = 1e-2
 NO_GO_AHEAD = 5  # exit status of a child whose parent closed its stdin without the go-ahead
 
@@ -98,14 +109,13 @@ class Case:
         for out in self.outputs.values():
             out.fill_(float("nan") if out.is_floating_point() else -1)
 
-    def refresh(self, seed: int) -> None:
-        """New input values at the same addresses (a kernel that remembers results by pointer goes stale)."""
-        self.seed = seed
-        fresh = self.ref.generate_input(self.shape, seed, self.target, self.device)
-        for name, tensor in self.inputs.items():
-            tensor.copy_(fresh[name])
-            self.pristine[name].copy_(fresh[name])
-        del fresh
+    def left_poison(self) -> bool:
+        """Whether a floating-point output still holds NaN (the poison) anywhere: a cheap look at every output."""
+        return any(out.is_floating_point() and bool(torch.isnan(out).any()) for out in self.outputs.values())
+
+    def nbytes(self) -> int:
+        tensors = [*self.inputs.values(), *self.pristine.values(), *self.buffers.values()]
+        return sum(t.numel() * t.element_size() for t in tensors)
 
     def verify(self, rtol: float, atol: float) -> dict:
         """Outputs within tolerance, inputs bitwise unchanged, guard bytes intact."""
@@ -226,39 +236,86 @@ class Session:
         return all(self.benchmark_shape(shape, flush) for shape in shapes)
 
     def benchmark_shape(self, shape: dict, flush: L2Flusher) -> bool:
-        # Warm up on an input set that is never timed (and check it): a kernel cannot learn the timed inputs early.
+        """Time the candidate on one shape; every timed call gets input values of its own and a poisoned output.
+
+        Warm-up runs on an input set that is never timed (and is checked). Then batches: a batch is a set of new
+        input sets with fresh random seeds, made and poisoned outside the timed region, each given to exactly one
+        timed call (CallTimer: one call at a time, the device idle between calls). After the batch every output is
+        looked at for poison, and CHECKED_PER_BATCH of them, drawn at random once the batch has run, are checked in
+        full against the reference. So no timed call can profit from another one: a call that skips its work
+        leaves poison or a wrong answer behind, and which outputs are checked cannot be known in advance.
+        """
+        self.reporter.send("shape", key=shape_key(shape))
+        shape_start = time.perf_counter()
         warm = self.case(shape, shape["seed"] + WARMUP_SEED_OFFSET)
         if not self.check(warm, phase="benchmark"):
             return False
-        cases = self.rotated_cases(shape)
-        refreshes = iter(range(1, 1_000_000))
-
-        def refresh() -> None:  # between timed batches, outside the timed region
-            batch = next(refreshes)
-            for r, case in enumerate(cases):
-                case.refresh(shape["seed"] + REFRESH_SEED_OFFSET + batch * ROTATIONS + r)
-
-        kernel = time_calls(
-            lambda i: self.candidate(cases[i].tensors, shape, self.stream),
-            ROTATIONS,
-            flush,
-            self.stream,
-            self.policy,
-            warmup=lambda: self.candidate(warm.tensors, shape, self.stream),
-            refresh=refresh,
-        )
-        timing = {"kernel": {k: v for k, v in kernel.items() if k != "integrity"}, "integrity": kernel["integrity"]}
-        # The timed runs' outputs (their last call came after the last in-place refresh) must be right: a kernel
-        # that remembers results, does less once warmed up or leaves work to another stream fails here.
-        for case in cases:
-            if not self.report_check(case, case.verify(self.problem.rtol, self.problem.atol), "timed-output"):
-                return False
+        for _ in range(self.policy.warmup):
+            self.candidate(warm.tensors, shape, self.stream)
+        torch.cuda.synchronize()
+        timer = CallTimer(flush, self.stream)
+        idle = timer.calibrate()
+        batch = self.batch_size(warm)
+        del warm
+        samples, checked, calls = [], 0, 0
+        gaps, tails, syncs, flushes = [], [], [], []
+        batches = 0
+        start = time.monotonic()
+        while len(samples) < self.policy.max_reps:
+            cases = [self.case(shape, _UNPREDICTABLE.randrange(2**62)) for _ in range(batch)]
+            torch.cuda.synchronize()
+            for case in cases:
+                call = timer(lambda case=case: self.candidate(case.tensors, shape, self.stream))
+                samples.append(call.kernel_us)
+                gaps.append(call.gap_us)
+                tails.append(call.tail_us)
+                syncs.append(call.sync_us)
+                flushes.append(call.flush_us)
+            calls += len(cases)
+            batches += 1
+            draws = CHECKED_PER_BATCH if batches <= CHECKED_BATCHES else 1
+            sampled = set(_UNPREDICTABLE.sample(range(len(cases)), min(draws, len(cases))))
+            for i, case in enumerate(cases):
+                if i in sampled or case.left_poison():
+                    checked += 1
+                    if not self.report_check(case, case.verify(self.problem.rtol, self.problem.atol), "timed-output"):
+                        return False
+            del cases
+            if (
+                len(samples) >= self.policy.min_reps
+                and calls >= 2 * batch
+                and (spread(samples) <= self.policy.target_spread or time.monotonic() - start > self.policy.budget_s)
+            ):
+                break
+        timing = {
+            "kernel": summarise(samples),
+            "integrity": {
+                "calls": calls,
+                "checked": checked,
+                "flush_us": statistics.median(flushes),
+                "gap_us": statistics.median(gaps),
+                "gap_idle_us": idle.gap_us,
+                "tail_us": statistics.median(tails),
+                "tail_idle_us": idle.tail_us,
+                "sync_us": statistics.median(syncs),
+                "sync_idle_us": idle.sync_us,
+                "samples_us": [round(x, 3) for x in samples[:SAMPLES_KEPT]],
+            },
+        }
         if self.request.get("time_baselines", True):
-            timing.update(self.time_baselines(cases, flush))
+            timing.update(self.time_baselines(self.rotated_cases(shape), flush))
         if not self.check(self.case(shape, shape["seed"] + REVERIFY_SEED_OFFSET), phase="after-timing"):
             return False
+        # The child's own clock over the whole shape, which the parent holds against its clock (ksci/reports.py).
+        timing["integrity"]["shape_host_us"] = (time.perf_counter() - shape_start) * 1e6
         self.reporter.send("timing", shape=_plain(shape), key=shape_key(shape), **self.work(shape), **timing)
         return True
+
+    def batch_size(self, case: Case) -> int:
+        """Input sets per batch: the policy's batch, fewer where they would take too much of the device's memory."""
+        free, _total = torch.cuda.mem_get_info(self.device)
+        fits = int(CASE_MEMORY_SHARE * free // max(1, case.nbytes()))
+        return max(2, min(self.policy.batch, fits))
 
     def baselines_all(self) -> None:
         flush = L2Flusher(self.device)
@@ -272,7 +329,7 @@ class Session:
         return {"flops": float(self.ref.flops(shape)), "bytes": float(self.ref.bytes_moved(shape))}
 
     def rotated_cases(self, shape: dict) -> list[Case]:
-        """The input sets a benchmark shape is timed on, in rotation."""
+        """The input sets the baselines (reference, vendor library) are timed on, in rotation."""
         return [self.case(shape, shape["seed"] + r * TRIAL_SEED_STEP) for r in range(ROTATIONS)]
 
     def case(self, shape: dict, seed: int) -> Case:
@@ -282,7 +339,6 @@ class Session:
         reference = time_calls(
             lambda i: self.ref.reference(cases[i].inputs), ROTATIONS, flush, self.stream, self.policy
         )
-        reference.pop("integrity")
         out = {"reference": reference}
         try:
             runners = [self.ref.vendor(c.tensors) for c in cases]
@@ -294,7 +350,6 @@ class Session:
             name = self.problem.outputs[0]
             error = relative_error(runners[0]()[name], self.ref.reference(cases[0].inputs)[name])
             out["vendor"] = time_calls(lambda i: runners[i](), ROTATIONS, flush, self.stream, self.policy)
-            out["vendor"].pop("integrity")
             # The library is a timing baseline, not a candidate: it must compute the same product (relative
             # L2 error under 1%), not meet the element-wise tolerance (cuBLASLt's FP8 accumulation misses it
             # on a few tenths of a percent of the elements).

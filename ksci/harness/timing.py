@@ -1,4 +1,8 @@
-"""Time device work with events: L2 flushed before every repetition, inputs rotated, repeat until stable."""
+"""Time device work with events: L2 flushed before every repetition, repeated until stable.
+
+Baselines are timed in batches over rotated input sets (time_calls); candidates one call at a time (CallTimer),
+each call on an input set of its own (ksci/harness/child.py).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+from ksci.reports import summarise
 
 
 @dataclass(frozen=True)
@@ -41,32 +47,21 @@ def time_calls(
     flush: Callable[[], None],
     stream: torch.cuda.Stream,
     policy: TimingPolicy = TimingPolicy(),
-    warmup: Callable[[], object] | None = None,
-    refresh: Callable[[], None] | None = None,
 ) -> dict:
     """Median, IQR and min of `run(i)` in microseconds, cycling i over the rotated input sets.
 
-    Only the call itself lies between the two events; the flush is enqueued before the start event.
-    `warmup` (default: the timed calls themselves) runs before timing, so the warm-up can use an input set that
-    is never timed. `refresh`, when given, rewrites the rotated inputs in place before every batch but the first,
-    outside the timed region, and at least two batches run: a kernel that remembers results by pointer then
-    leaves a stale output behind, which the check after timing sees.
-    The result carries "integrity": host wall-clock and event totals, the flush's own time and the device work
-    left running after each batch, which ksci.evaluate checks (see docs/threat-model.md).
+    For the baselines (the reference and the vendor library), which are trusted: only the call itself lies between
+    the two events; the flush is enqueued before the start event; a batch of calls is synchronised at once.
+    Candidates are timed one call at a time by CallTimer instead (see Session.benchmark_shape in child.py).
     """
     for i in range(policy.warmup):
-        warmup() if warmup is not None else run(i % rotations)
+        run(i % rotations)
     stream.synchronize()
-    flush_us = _flush_time_us(flush, stream)
     samples: list[float] = []
-    calls, batches, host_s, leftover_us = 0, 0, 0.0, []
+    calls = 0
     start_time = time.monotonic()
     while len(samples) < policy.max_reps:
-        if refresh is not None and batches > 0:
-            refresh()
-            torch.cuda.synchronize()
         pairs = []
-        host_start = time.perf_counter()
         for _ in range(policy.batch):
             flush()
             begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -76,52 +71,74 @@ def time_calls(
             calls += 1
             pairs.append((begin, end))
         end.synchronize()
-        host_s += time.perf_counter() - host_start
-        leftover_us.append(_leftover_us())
-        batches += 1
         samples.extend(b.elapsed_time(e) * 1000.0 for b, e in pairs)
-        enough_batches = refresh is None or batches >= 2
-        if (
-            enough_batches
-            and len(samples) >= policy.min_reps
-            and (_spread(samples) <= policy.target_spread or time.monotonic() - start_time > policy.budget_s)
+        if len(samples) >= policy.min_reps and (
+            spread(samples) <= policy.target_spread or time.monotonic() - start_time > policy.budget_s
         ):
             break
-    integrity = {
-        "host_us": host_s * 1e6,
-        "event_us": sum(samples),
-        "flush_us": flush_us,
-        "batches": batches,
-        "leftover_us": leftover_us,
-    }
-    return {**summarise(samples), "integrity": integrity}
+    return summarise(samples)
 
 
-def _flush_time_us(flush: Callable[[], None], stream: torch.cuda.Stream, reps: int = 5) -> float:
-    """The flush's own device time (median of a few), to tell the host's waiting apart from the kernel's."""
-    times = []
-    for _ in range(reps):
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+@dataclass(frozen=True)
+class CallSample:
+    """One timed call, in microseconds: its events, the flush before it, the host's clock and the device's tail."""
+
+    kernel_us: float  # begin -> end event: the call itself
+    flush_us: float  # flush-begin -> begin event
+    gap_us: float  # host clock from before the flush was enqueued to the end event's completion, less both above
+    tail_us: float  # end event -> an event recorded once every stream of the device was idle
+    sync_us: float  # host clock: how long the device-wide synchronisation after the end event took
+
+
+class CallTimer:
+    """Times one call at a time, so that no call can hide work under the next one's flush.
+
+    Per call: the L2 flush and three events on the timed stream (flush-begin, begin, end), the host clock around
+    them, then a device-wide synchronisation and a fourth event recorded after it. Differences tell work the events
+    did not see: `gap_us`, host time the events do not account for (a timer that reports less than the call took),
+    and how long the device stayed busy after the end event (work on a stream of the candidate's own, however it
+    was made), measured twice: `tail_us` on the device's clock (it also holds the host's wake-up after a long wait,
+    which varies by tens of microseconds) and `sync_us`, the synchronisation's own duration on the host's clock
+    (short when nothing runs; it misses only work that ends while the host wakes up). Work still running shows in
+    both. All contain the host's own latency, so they are judged against the same numbers for a call that does
+    nothing (`calibrate`), measured in the same way on the same device (ksci/reports.py).
+    """
+
+    def __init__(self, flush: Callable[[], None], stream: torch.cuda.Stream):
+        self.flush, self.stream = flush, stream
+
+    def __call__(self, run: Callable[[], object]) -> CallSample:
+        stream = self.stream
+        flush_begin, begin, end, idle = (torch.cuda.Event(enable_timing=True) for _ in range(4))
+        host_start = time.perf_counter()
+        flush_begin.record(stream)
+        self.flush()
         begin.record(stream)
-        flush()
+        run()
         end.record(stream)
         end.synchronize()
-        times.append(begin.elapsed_time(end) * 1000.0)
-    return statistics.median(times)
+        host_end = time.perf_counter()
+        torch.cuda.synchronize()  # every stream of the device, whoever made it
+        sync_us = (time.perf_counter() - host_end) * 1e6
+        idle.record(stream)
+        idle.synchronize()
+        kernel_us = begin.elapsed_time(end) * 1000.0
+        flush_us = flush_begin.elapsed_time(begin) * 1000.0
+        gap_us = (host_end - host_start) * 1e6 - flush_us - kernel_us
+        return CallSample(kernel_us, flush_us, gap_us, end.elapsed_time(idle) * 1000.0, sync_us)
+
+    def calibrate(self, reps: int = 10) -> CallSample:
+        """The medians of gap and tail for a call that does nothing: the host's and the device's own latency."""
+        samples = [self(lambda: None) for _ in range(reps)]
+        return CallSample(
+            0.0,
+            statistics.median(s.flush_us for s in samples),
+            statistics.median(s.gap_us for s in samples),
+            statistics.median(s.tail_us for s in samples),
+            statistics.median(s.sync_us for s in samples),
+        )
 
 
-def _leftover_us() -> float:
-    """How long the device stays busy once the timed stream is done: work the candidate left on other streams."""
-    start = time.perf_counter()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) * 1e6
-
-
-def summarise(samples: list[float]) -> dict:
-    q1, median, q3 = statistics.quantiles(samples, n=4, method="inclusive")
-    return {"median_us": median, "iqr_us": q3 - q1, "min_us": min(samples), "reps": len(samples)}
-
-
-def _spread(samples: list[float]) -> float:
+def spread(samples: list[float]) -> float:
     stats = summarise(samples)
     return stats["iqr_us"] / stats["median_us"] if stats["median_us"] > 0 else 0.0
