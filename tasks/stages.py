@@ -1,7 +1,10 @@
 """One Prefect task per stage of a generation; each body is a call into the plain core (ksci/).
 
 Caching: a task's result is keyed by its inputs and its source (INPUTS + TASK_SOURCE), and persisted under
-data/prefect, so rerunning a generation reuses every compile, verification and benchmark that finished.
+data/prefect, so rerunning a generation reuses every compile, verification and benchmark that finished. The
+compile, verify and benchmark tasks are keyed also on what decides their result beyond their inputs (the
+screen's, harness's and problem's files, the toolchain, the host's GPU model and driver), and not on the GPU ids:
+tasks/cache_keys.py.
 Timeouts: foreign code only ever runs in subprocesses with their own hard timeouts (the compiler's, and the
 harness's process-group kill), because Prefect's task timeout cannot interrupt a task in a worker thread.
 Retries: only for EnvironmentProblem (a harness that could not start, a GPU that went away); a compile error or
@@ -36,6 +39,7 @@ from ksci.render import render_kernel
 from ksci.results import CompileResult, Status, Verdict
 from ksci.select import Selection, select_parents
 from ksci.simulate import Simulator
+from tasks.cache_keys import COMPILE_CACHE, VERDICT_CACHE
 from tasks.gpu import START_AHEAD, any_free_gpu
 
 CACHED = INPUTS + TASK_SOURCE
@@ -99,7 +103,7 @@ def hipify(problem: str, source: str, target: str) -> str:
     return prepared or source
 
 
-@task(name="compile", cache_policy=CACHED, tags=["compile"])
+@task(name="compile", cache_policy=COMPILE_CACHE, tags=["compile"])
 def compile_kernel(source: str, target: str, arch: str | None, simulate: str | None) -> CompileResult:
     if simulate is not None:
         return Simulator(_recording(simulate)).compile(source, target, arch or "simulated")
@@ -107,7 +111,7 @@ def compile_kernel(source: str, target: str, arch: str | None, simulate: str | N
 
 
 GPU_TASK = dict(
-    cache_policy=CACHED,
+    cache_policy=VERDICT_CACHE,
     retries=2,
     retry_delay_seconds=exponential_backoff(backoff_factor=5),
     retry_condition_fn=retry_on_environment,

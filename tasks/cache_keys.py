@@ -1,0 +1,129 @@
+"""The parts of the compile, verify and benchmark tasks' cache keys that are not their inputs.
+
+Prefect keys a task on its inputs and its own source (INPUTS + TASK_SOURCE). A verdict also depends on code and
+files that are no input: the harness that verifies and times, the problem's spec and reference, the GPU and its
+driver; a compile on the screen, the library check and the toolchain. Left out of the key, `ksci evolve --run RUN`
+replayed verdicts that an older harness gave (an `ok` a newer one refuses). The GPU ids (`gpus`) are left out on
+purpose: which free GPU of the same host ran a candidate does not change its verdict.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from prefect.cache_policies import INPUTS, TASK_SOURCE, CachePolicy
+from prefect.context import TaskRunContext
+
+from ksci.problem import kernels_dir
+from ksci.toolchain import ToolchainMissing, default_arch, find_toolchain
+
+KSCI = Path(__file__).resolve().parent.parent / "ksci"
+# What decides a verdict once the library exists (each counted where it exists).
+HARNESS_CODE = (
+    "harness/*.py",
+    "evaluate.py",
+    "reports.py",
+    "screen.py",
+    "libcheck.py",
+    "results.py",
+    "isolate.py",
+    "roofline.py",
+    "simulate.py",
+)
+# What decides a compile's result: the screen, the library check, the compile step itself.
+COMPILE_CODE = ("screen.py", "libcheck.py", "compile.py", "evaluate.py", "toolchain.py", "hipify.py", "results.py")
+PROBLEM_FILES = ("problem.yaml", "reference.py")
+
+
+def hash_files(root: Path, patterns: tuple[str, ...]) -> str:
+    """SHA-256 over the names and bytes of the files matching `patterns` under `root` (missing ones skipped)."""
+    digest = hashlib.sha256()
+    for path in sorted({p for pattern in patterns for p in root.glob(pattern) if p.is_file()}):
+        digest.update(f"{path.relative_to(root)}\0{path.stat().st_size}\0".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def harness_code_hash() -> str:
+    return hash_files(KSCI, HARNESS_CODE)
+
+
+def compile_code_hash() -> str:
+    return hash_files(KSCI, COMPILE_CODE)
+
+
+def problem_hash(problem: str) -> str:
+    return hash_files(kernels_dir() / problem, PROBLEM_FILES)
+
+
+def gpu_identity(target: str, simulate: str | None) -> str:
+    """The GPU model and driver of this host ("none" without a GPU); the recording's name when simulating."""
+    if simulate is not None:  # by name: a test rewrites a recording's rows to stand for a GPU that came back
+        return f"simulator:{Path(simulate).name if simulate else 'none'}"
+    return _host_gpus(target)
+
+
+@functools.cache
+def _host_gpus(target: str) -> str:
+    """Every visible GPU's model and driver, sorted and deduplicated (a candidate takes any of them)."""
+    if target == "rocm":
+        argv = ["rocm-smi", "--showproductname", "--showdriverversion", "--csv"]
+    else:
+        argv = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
+    if shutil.which(argv[0]) is None:
+        return "none"
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "none"
+    return "; ".join(sorted({line.strip() for line in out.splitlines() if line.strip()})) or "none"
+
+
+def toolchain_identity(target: str, arch: str | None, simulate: str | None) -> str:
+    """The compiler's version and whole command line (the toolchain's own flags included)."""
+    if simulate is not None:
+        return "simulator"
+    try:
+        toolchain = find_toolchain(target)
+    except ToolchainMissing:
+        return "missing"  # the compile fails (not cached by Prefect); a later compiler gets a new key
+    return "\0".join([toolchain.version, *toolchain.command("kernel", "kernel.so", arch or _default_arch(target))])
+
+
+@functools.cache
+def _default_arch(target: str) -> str:
+    return default_arch(target)  # the GPU's own (asks nvidia-smi or rocminfo): once per process
+
+
+class VerdictCode(CachePolicy):
+    """Keys a verify or benchmark task on the harness's code, the problem's files and this host's GPUs."""
+
+    def compute_key(
+        self, task_ctx: TaskRunContext, inputs: dict[str, Any], flow_parameters: dict[str, Any], **kwargs: Any
+    ) -> str:
+        parts = [harness_code_hash(), problem_hash(inputs["problem"])]
+        return _digest(*parts, gpu_identity(inputs["target"], inputs.get("simulate")))
+
+
+class CompileCode(CachePolicy):
+    """Keys a compile task on the screen's, the library check's and the compile step's code and the toolchain."""
+
+    def compute_key(
+        self, task_ctx: TaskRunContext, inputs: dict[str, Any], flow_parameters: dict[str, Any], **kwargs: Any
+    ) -> str:
+        toolchain = toolchain_identity(inputs["target"], inputs.get("arch"), inputs.get("simulate"))
+        return _digest(compile_code_hash(), toolchain)
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+# The GPU ids are no part of a verdict: a rerun on other GPUs of the same host reuses every verdict.
+VERDICT_CACHE = INPUTS - "gpus" + TASK_SOURCE + VerdictCode()
+COMPILE_CACHE = INPUTS + TASK_SOURCE + CompileCode()

@@ -1,0 +1,138 @@
+"""The compile, verify and benchmark tasks' cache keys: what decides a verdict is in them, the GPU ids are not."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+
+from ksci.embedded import configure_prefect
+
+configure_prefect()
+
+from prefect.testing.utilities import prefect_test_harness  # noqa: E402
+
+import tasks.cache_keys as cache_keys  # noqa: E402
+from flows.evolve import evolve  # noqa: E402
+from ksci.lineage import LineageStore  # noqa: E402
+from ksci.simulate import Simulator  # noqa: E402
+
+RECORDING = Path(__file__).parent / "data" / "fp8_gemm_h200_recording.json"
+
+
+def test_the_harness_hash_follows_every_harness_file(tmp_path, monkeypatch):
+    copy = tmp_path / "ksci"
+    shutil.copytree(cache_keys.KSCI, copy)
+    monkeypatch.setattr(cache_keys, "KSCI", copy)
+    before = cache_keys.harness_code_hash()
+    compile_before = cache_keys.compile_code_hash()
+    for name in ("harness/check.py", "reports.py", "evaluate.py", "roofline.py"):
+        path = copy / name
+        path.write_text(path.read_text() + "\n# changed\n")
+        assert cache_keys.harness_code_hash() != before, name
+        before = cache_keys.harness_code_hash()
+    (copy / "libcheck.py").write_text("# a new check\n")  # counted once it exists
+    assert cache_keys.harness_code_hash() != before and cache_keys.compile_code_hash() != compile_before
+    before = cache_keys.harness_code_hash()
+    (copy / "lineage.py").write_text("# not the harness\n")
+    assert cache_keys.harness_code_hash() == before
+
+
+def test_the_problem_hash_follows_its_spec_and_reference(tmp_path, monkeypatch):
+    kernels = tmp_path / "kernels"
+    shutil.copytree(Path(__file__).parent.parent / "kernels" / "fp8_gemm", kernels / "fp8_gemm")
+    monkeypatch.setenv("KSCI_KERNELS_DIR", str(kernels))
+    before = cache_keys.problem_hash("fp8_gemm")
+    (kernels / "fp8_gemm" / "README.md").write_text("prose\n")
+    assert cache_keys.problem_hash("fp8_gemm") == before
+    for name in ("reference.py", "problem.yaml"):
+        path = kernels / "fp8_gemm" / name
+        path.write_text(path.read_text() + "\n# changed\n")
+        assert cache_keys.problem_hash("fp8_gemm") != before, name
+        before = cache_keys.problem_hash("fp8_gemm")
+
+
+def test_the_gpu_identity_names_the_simulators_recording_or_the_host():
+    assert cache_keys.gpu_identity("cuda", "/x/r.json") == "simulator:r.json" != cache_keys.gpu_identity("cuda", "")
+    host = cache_keys.gpu_identity("cuda", None)
+    assert host == "none" or "," in host  # "model, driver" per GPU, as nvidia-smi reports them
+
+
+@pytest.fixture(scope="module")
+def prefect():
+    with prefect_test_harness(server_startup_timeout=180):
+        yield
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect")
+class TestReruns:
+    @staticmethod
+    def _run(tmp_path, run: str, gpus: list[str]) -> dict:
+        (summary,) = evolve(
+            problem="fp8_gemm",
+            target="cuda",
+            generations=1,
+            run=run,
+            children=3,
+            store_root=str(tmp_path / "store"),
+            simulate=str(RECORDING),
+            gpus=gpus,
+        )
+        return summary
+
+    @pytest.fixture(autouse=True)
+    def _pinned_code(self, monkeypatch):
+        """The code hashes as they are now: a file edited elsewhere while the test runs does not change a key."""
+        harness, compiling = cache_keys.harness_code_hash(), cache_keys.compile_code_hash()
+        monkeypatch.setattr(cache_keys, "harness_code_hash", lambda: harness)
+        monkeypatch.setattr(cache_keys, "compile_code_hash", lambda: compiling)
+
+    @staticmethod
+    def _count_phases(monkeypatch) -> list[tuple[str, ...]]:
+        phases: list[tuple[str, ...]] = []
+        run = Simulator.run
+
+        def counted(self, problem, source, compiled, ran):
+            phases.append(tuple(ran))
+            return run(self, problem, source, compiled, ran)
+
+        monkeypatch.setattr(Simulator, "run", counted)
+        return phases
+
+    def test_a_rerun_on_other_gpus_reuses_every_verdict(self, tmp_path, monkeypatch):
+        first = self._run(tmp_path, "gpus", ["0"])
+        assert first["benchmarked"] + first["benchmark_cache_hits"] > 0
+        phases = self._count_phases(monkeypatch)
+        again = self._run(tmp_path, "gpus", ["1", "2"])
+        assert phases == [] and again["benchmarked"] == 0 and again["compiled"] == 0
+        assert again["benchmark_cache_hits"] == first["benchmarked"] + first["benchmark_cache_hits"]
+
+    def test_a_changed_harness_re_verifies_and_re_times_but_does_not_recompile(self, tmp_path, monkeypatch):
+        first = self._run(tmp_path, "harness", ["0"])
+        rows = LineageStore(tmp_path / "store").read("harness")
+        timed = first["benchmarked"] + first["benchmark_cache_hits"]
+        copy = tmp_path / "ksci"
+        shutil.copytree(cache_keys.KSCI, copy)
+        check = copy / "harness" / "check.py"
+        # A change never seen before (persisted results outlive a test session): a key of its own.
+        check.write_text(check.read_text() + f"\n# a stricter check {uuid.uuid4()}\n")
+        monkeypatch.setattr(
+            cache_keys, "harness_code_hash", lambda: cache_keys.hash_files(copy, cache_keys.HARNESS_CODE)
+        )
+        phases = self._count_phases(monkeypatch)
+        again = self._run(tmp_path, "harness", ["0"])
+        assert again["compiled"] == 0 and again["compile_cache_hits"] == again["candidates"]
+        assert again["benchmarked"] == timed and again["benchmark_cache_hits"] == 0
+        assert phases.count(("verify",)) == timed and phases.count(("benchmark",)) == timed
+        assert len(LineageStore(tmp_path / "store").read("harness")) == len(rows)  # no row twice
+
+    def test_a_changed_reference_re_verifies(self, tmp_path, monkeypatch):
+        self._run(tmp_path, "reference", ["0"])
+        digest = cache_keys.problem_hash("fp8_gemm")
+        monkeypatch.setattr(cache_keys, "problem_hash", lambda problem: f"{digest}-{uuid.uuid4()}")
+        phases = self._count_phases(monkeypatch)
+        again = self._run(tmp_path, "reference", ["0"])
+        assert again["benchmark_cache_hits"] == 0 and phases.count(("verify",)) == again["benchmarked"] > 0
