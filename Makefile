@@ -21,8 +21,11 @@ $(BIN)/ksci: requirements.lock requirements-dev.lock pyproject.toml
 	touch $@
 
 setup: $(BIN)/ksci
-	@command -v hipcc >/dev/null || { echo "installing Debian's hipcc (HIP compile checks)"; \
+	@command -v hipcc >/dev/null || { echo "installing Debian's hipcc (HIP compile checks for gfx940)"; \
 	  apt-get update -qq && apt-get install -y -qq hipcc >/dev/null; }
+	@command -v clang++-19 >/dev/null && command -v ld.lld-19 >/dev/null && test -x /usr/lib/llvm-19/bin/llvm-as || \
+	  { echo "installing Debian's clang-19, lld-19, llvm-19 (HIP compile checks for gfx942, MI300X)"; \
+	  apt-get update -qq && apt-get install -y -qq clang-19 lld-19 llvm-19 >/dev/null; }
 	@command -v chromium >/dev/null || { echo "installing Debian's chromium (report screenshot test)"; \
 	  apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 

@@ -8,6 +8,18 @@ import shutil
 import pytest
 
 from ksci.evaluate import gpu_visible
+from ksci.toolchain import ToolchainMissing, find_toolchain
+
+# One line per HIP compile, printed at the end of the session (CI runs without -s): tests/test_hip_gfx942.py.
+HIP_COMPILE_LINES = pytest.StashKey[list[str]]()
+
+
+def _hip_gfx942_missing() -> str | None:
+    try:
+        find_toolchain("rocm", "gfx942")
+    except ToolchainMissing as exc:
+        return f"no compiler for gfx942: {exc}"
+    return None
 
 
 def pytest_collection_modifyitems(config, items):
@@ -15,6 +27,7 @@ def pytest_collection_modifyitems(config, items):
         "gpu": None if gpu_visible("cuda") or gpu_visible("rocm") else "no GPU on this machine",
         "nvcc": None if shutil.which("nvcc") else "nvcc is not installed",
         "hipcc": None if shutil.which("hipcc") else "hipcc is not installed (apt-get install hipcc)",
+        "hip_gfx942": _hip_gfx942_missing(),
         "chromium": None if shutil.which("chromium") else "chromium is not installed (apt-get install chromium)",
     }
     # CI sets KSCI_REQUIRE_TOOLCHAINS=1: there a missing compiler fails the run instead of skipping its checks.
@@ -22,7 +35,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         for marker, reason in skips.items():
             if reason and marker in item.keywords:
-                if required and marker in ("nvcc", "hipcc", "chromium"):
+                if required and marker in ("nvcc", "hipcc", "hip_gfx942", "chromium"):
                     raise pytest.UsageError(f"KSCI_REQUIRE_TOOLCHAINS=1 but {reason}")
                 item.add_marker(pytest.mark.skip(reason=reason))
 
@@ -30,3 +43,17 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def gpu_target() -> str:
     return "cuda" if gpu_visible("cuda") else "rocm"
+
+
+@pytest.fixture(scope="session")
+def hip_compile_lines(request) -> list[str]:
+    """Lines for the session summary: append one per HIP compile."""
+    return request.config.stash.setdefault(HIP_COMPILE_LINES, [])
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    lines = config.stash.get(HIP_COMPILE_LINES, [])
+    if lines:
+        terminalreporter.section("HIP compiles (file, arch, compiler, resources per kernel)")
+        for line in sorted(lines):
+            terminalreporter.write_line(line)
