@@ -61,6 +61,10 @@ SCHEMA = pa.schema(
         pa.field("registers", pa.int64()),
         pa.field("spill_bytes", pa.int64()),
         pa.field("shared_bytes", pa.int64()),
+        pa.field("agprs", pa.int64()),
+        pa.field("sgprs", pa.int64()),
+        pa.field("scratch_bytes", pa.int64()),
+        pa.field("occupancy", pa.int64()),
         pa.field("geomean_us", pa.float64()),
         pa.field("reference_geomean_us", pa.float64()),
         pa.field("vendor_geomean_us", pa.float64()),
@@ -121,6 +125,10 @@ class Candidate:
     registers: int | None = None
     spill_bytes: int | None = None
     shared_bytes: int | None = None
+    agprs: int | None = None  # AMD accumulation registers
+    sgprs: int | None = None  # AMD scalar registers
+    scratch_bytes: int | None = None  # stack frame (CUDA) / scratch per lane (AMD)
+    occupancy: int | None = None  # waves per SIMD (AMD): the lowest over the source's kernels
     geomean_us: float | None = None
     reference_geomean_us: float | None = None
     vendor_geomean_us: float | None = None
@@ -187,6 +195,10 @@ def candidate_from_verdict(
         registers=_max_of(r.registers for r in resources),
         spill_bytes=_max_of(r.spill_bytes for r in resources),
         shared_bytes=_max_of(r.shared_bytes for r in resources),
+        agprs=_max_of(r.agprs for r in resources),
+        sgprs=_max_of(r.sgprs for r in resources),
+        scratch_bytes=_max_of(r.stack_or_scratch_bytes for r in resources),
+        occupancy=min((r.occupancy for r in resources if r.occupancy is not None), default=None),
         geomean_us=verdict.geomean_us,
         reference_geomean_us=verdict.reference_geomean_us,
         vendor_geomean_us=verdict.vendor_geomean_us,

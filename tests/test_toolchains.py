@@ -49,7 +49,9 @@ def _solutions():
 
 @pytest.mark.parametrize(("template", "params", "target"), list(_template_points()))
 def test_seed_template_compiles(template, params, target, tmp_path):
-    result = compile_source(render_kernel(template, params), find_toolchain(target), ARCH[target], tmp_path)
+    result = compile_source(
+        render_kernel(template, params), find_toolchain(target, ARCH[target]), ARCH[target], tmp_path
+    )
     # A parameter combination may be rejected on purpose by a static_assert: that must say why.
     if not result.ok:
         assert "static assert" in result.log or "static_assert" in result.log, result.log[-3000:]
@@ -61,5 +63,5 @@ def test_seed_template_compiles(template, params, target, tmp_path):
 @pytest.mark.parametrize(("path", "target"), list(_solutions()))
 def test_solution_compiles_as_expected(path, target, tmp_path):
     expected = path.read_text().splitlines()[0].split("expect:")[1].strip()
-    result = compile_source(path.read_text(), find_toolchain(target), ARCH[target], tmp_path)
+    result = compile_source(path.read_text(), find_toolchain(target, ARCH[target]), ARCH[target], tmp_path)
     assert result.ok == (expected != "compile_error"), result.log[-3000:]
