@@ -71,7 +71,7 @@ def main() -> None:
                 f"{integrity['gap_us']:7.1f} {integrity['gap_idle_us']:6.1f} {integrity['tail_us']:7.1f} "
                 f"{integrity['tail_idle_us']:6.1f} {integrity['calls']:5d}  {'; '.join(doubts)[:80]}"
             )
-            records.append({"kernel": Path(name).name, "status": str(verdict.status), **message})
+            records.append({**message, "name": Path(name).name, "status": str(verdict.status)})
         print(f"{name}: {verdict.status} {verdict.message[:200]}")
     if args.json_out:
         args.json_out.write_text(json.dumps(records, indent=1))
