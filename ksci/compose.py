@@ -96,7 +96,7 @@ def split_includes(source: str) -> tuple[list[str], str] | str:
     for number in range(start, len(code)):
         if _INCLUDE.match(code[number]):
             return f"line {number + 1} includes {code[number].strip()!r} after code (all #includes must come first)"
-    includes = [lines[i].strip() for i in range(start) if _INCLUDE.match(code[i])]
+    includes = [code[i].strip() for i in range(start) if _INCLUDE.match(code[i])]  # without comments: dedup
     kept = [lines[i] for i in range(start) if not _PRELUDE_DIRECTIVE.match(code[i])]
     return includes, "\n".join(kept + lines[start:])
 

@@ -1,0 +1,265 @@
+"""Development benchmark of the Hopper FP8 wgmma templates (fp8_gemm_kmajor and fp8_gemm) next to cuBLASLt.
+
+Renders template points, builds them with ksci's compile path (ksci.compile.compile_source; the static screen and
+the library check are run and reported, not enforced, as this script is for iterating on the kernels), loads each
+library with ctypes, checks it against the problem's reference() on test shapes (fresh inputs, poisoned output,
+the problem's rtol/atol per element), then times every benchmark shape with CUDA events (L2 flushed before each
+call, median of --reps) beside the problem's vendor() in the same process. One table per problem; full logs (JSON)
+go to --out (default $OUT). The final numbers are ksci's harness's (`ksci evaluate`), not this script's.
+
+    PYTHONPATH=$PWD python3 benchmarks/hopper_fp8.py [--problems fp8_gemm_kmajor,fp8_gemm]
+        [--point BM=128,BN=128,CONSUMERS=2,STAGES=5,GROUP_M=8 ...] [--reps 30] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+
+from ksci.compile import compile_source
+from ksci.problem import load_problem
+from ksci.render import render_kernel
+from ksci.roofline import peaks_for, speed_of_light_us
+from ksci.screen import screen_source
+from ksci.toolchain import default_arch, find_toolchain
+
+DEFAULT_POINTS = (
+    "",  # the template's default point
+    "PROMOTE=2",
+    "PROMOTE=4",
+    "BM=128,BN=192,CONSUMERS=2,STAGES=4,PROMOTE=1",
+    "BM=128,BN=160,CONSUMERS=2,STAGES=5,PROMOTE=1",
+    "BM=256,BN=96,CONSUMERS=2,STAGES=4,PROMOTE=1",
+)
+
+
+def parse_point(text: str) -> dict:
+    return {k: int(v) for k, v in (kv.split("=") for kv in text.split(",") if kv)}
+
+
+def build(problem, template, point: dict, cache: Path) -> dict:
+    """Render and compile one point; returns a record with the library path or the log."""
+    source = render_kernel(template, point)
+    screened = screen_source(source)
+    result = compile_source(source, find_toolchain("cuda"), default_arch("cuda"), cache)
+    record = {
+        "point": point,
+        "ok": result.ok,
+        "library": result.library,
+        "screen": screened.message or "passes",
+        "log": result.log[-3000:],
+    }
+    if result.ok:
+        try:
+            from ksci.libcheck import check_library
+
+            record["libcheck"] = check_library(result.library, "cuda").message or "passes"
+        except ImportError as exc:  # pyelftools may be missing on the device
+            record["libcheck"] = f"not run ({exc})"
+    return record
+
+
+def sass_summary(library: str) -> str:
+    """Counts of the matrix instructions in the library's SASS (QGMMA = FP8 wgmma), if cuobjdump is there."""
+    try:
+        sass = subprocess.run(["cuobjdump", "--dump-sass", library], capture_output=True, text=True).stdout
+    except FileNotFoundError:
+        return "cuobjdump not found"
+    ops = ("QGMMA", "HGMMA", "HMMA", "UTMALDG", "USETMAXREG")
+    counts = {op: len(re.findall(r"\b" + op + r"\b", sass)) for op in ops}
+    return " ".join(f"{op}={n}" for op, n in counts.items())
+
+
+def load_entry(library: str, name: str):
+    fn = getattr(ctypes.CDLL(library), name)
+    fn.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] * 3 + [ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def call(fn, problem, inputs: dict, shape: dict) -> int:
+    args = []
+    for name in problem.entry_args:
+        if name == "stream":
+            args.append(torch.cuda.current_stream().cuda_stream)
+        elif name in inputs:
+            args.append(inputs[name].data_ptr())
+        else:
+            args.append(int(shape[name]))
+    return fn(*args)
+
+
+def check(fn, problem, ref, shapes: list[dict]) -> list[str]:
+    """Failures (empty when every shape passes): fresh inputs, NaN-poisoned output, elementwise tolerance.
+    fn None checks the problem's vendor() instead."""
+    failures = []
+    for shape in shapes:
+        inputs = ref.generate_input(shape, shape["seed"] + 1, "cuda", "cuda")
+        inputs["c"].fill_(float("nan"))
+        if fn is None:
+            got = ref.vendor(inputs)()["c"].float()
+            rc = 0
+        else:
+            rc = call(fn, problem, inputs, shape)
+            got = inputs["c"].float()
+        torch.cuda.synchronize()
+        if rc != 0:
+            failures.append(f"{shape}: returned {rc}")
+            continue
+        expected = ref.reference(inputs)["c"].float()
+        err = (got - expected).abs()
+        tol = problem.atol + problem.rtol * expected.abs()
+        bad = ~(err <= tol)
+        if bad.any():
+            idx = bad.nonzero()[0].tolist()
+            worst = (err / tol).nan_to_num(float("inf")).max().item()
+            failures.append(
+                f"{shape['m']}x{shape['n']}x{shape['k']}: {int(bad.sum())} of {bad.numel()} wrong (worst err/tol "
+                f"{worst:.2f}), first at {idx}: {got[tuple(idx)].item()} vs {expected[tuple(idx)].item()}"
+            )
+    return failures
+
+
+def time_us(run, flush: torch.Tensor, reps: int) -> float:
+    """Median over reps of one call, L2 flushed (a 256 MB write) before each."""
+    for _ in range(3):
+        run()
+    times = []
+    for _ in range(reps):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000.0)
+    return statistics.median(times)
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def bench_problem(name: str, points: list[dict], args, out: Path, log) -> dict:
+    problem = load_problem(name)
+    template = problem.template("cuda", "wgmma")
+    ref = problem.reference_module()
+    cache = Path(args.cache)
+    with ThreadPoolExecutor(max_workers=min(16, len(points))) as pool:
+        builds = list(pool.map(lambda p: build(problem, template, p, cache), points))
+    peaks = peaks_for(torch.cuda.get_device_name())
+    tests = list(problem.tests) if not args.quick else list(problem.tests)[:4]
+    benches = list(problem.benchmarks)
+    flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device="cuda")
+    results = {"problem": name, "points": []}
+    results["vendor_failures"] = check(None, problem, ref, tests)
+    log(f"[{name}] cuBLASLt correctness: {results['vendor_failures'][:4] or 'ok'}")
+    live = []
+    for rec in builds:
+        label = ",".join(f"{k}={v}" for k, v in sorted({**template.default, **rec["point"]}.items()))
+        rec["label"] = label
+        log(f"[{name}] {label}: compiled={rec['ok']} screen={rec['screen']} libcheck={rec.get('libcheck')}")
+        log("  " + " | ".join(ln.strip() for ln in rec["log"].splitlines() if "registers" in ln or "spill" in ln))
+        if rec["ok"]:
+            log(f"  SASS: {sass_summary(rec['library'])}")
+        if not rec["ok"]:
+            log(rec["log"])
+            results["points"].append(rec)
+            continue
+        fn = load_entry(rec["library"], problem.entry_name)
+        rec["failures"] = check(fn, problem, ref, tests)
+        log(f"  correctness: {'ok' if not rec['failures'] else rec['failures'][:4]}")
+        results["points"].append(rec)
+        live.append((rec, fn))
+    rows = []
+    for shape in benches:
+        inputs = ref.generate_input(shape, shape["seed"], "cuda", "cuda")
+        row = {"shape": shape, "sol": speed_of_light_us(ref.flops(shape), ref.bytes_moved(shape), peaks, "fp8")}
+        vendor = ref.vendor(inputs)
+        row["cublaslt"] = time_us(vendor, flush, args.reps) if vendor else float("nan")
+        for rec, fn in live:
+            row[rec["label"]] = time_us(
+                lambda fn=fn, inputs=inputs, shape=shape: call(fn, problem, inputs, shape), flush, args.reps
+            )
+        rows.append(row)
+    results["rows"] = rows
+    labels = [rec["label"] for rec, _ in live]
+    log(f"\n== {name} on {torch.cuda.get_device_name()} (us, median of {args.reps}, L2 flushed) ==")
+    for i, label in enumerate(labels):
+        log(f"  P{i}: {label}")
+    header = f"{'m x n x k':>18} {'SoL':>7} {'cuBLASLt':>9} " + " ".join(
+        f"{'P' + str(i):>8}" for i in range(len(labels))
+    )
+    log(header)
+    for row in rows:
+        s = row["shape"]
+        cells = " ".join(f"{row[label]:8.1f}" for label in labels)
+        log(f"{s['m']:>6}x{s['n']:>5}x{s['k']:>5} {row['sol']:7.1f} {row['cublaslt']:9.1f} {cells}")
+    gm = {key: geomean([r[key] for r in rows]) for key in ["sol", "cublaslt", *labels]}
+    log(f"{'geomean':>18} {gm['sol']:7.1f} {gm['cublaslt']:9.1f} " + " ".join(f"{gm[lb]:8.1f}" for lb in labels))
+    log(f"{'cuBLASLt / point':>18} {'':7} {'':9} " + " ".join(f"{gm['cublaslt'] / gm[lb]:8.2f}" for lb in labels))
+    log(f"{'SoL / point':>18} {'':7} {'':9} " + " ".join(f"{gm['sol'] / gm[lb]:8.2f}" for lb in labels))
+    results["geomean"] = gm
+    return results
+
+
+def profile(name: str, point: dict, args) -> int:
+    """Three calls of one point on one shape, nothing else: a target for ncu."""
+    problem = load_problem(name)
+    rec = build(problem, problem.template("cuda", "wgmma"), point, Path(args.cache))
+    fn = load_entry(rec["library"], problem.entry_name)
+    m, n, k = (int(x) for x in args.profile.split(","))
+    shape = {"m": m, "n": n, "k": k, "seed": 1}
+    inputs = problem.reference_module().generate_input(shape, 1, "cuda", "cuda")
+    for _ in range(3):
+        call(fn, problem, inputs, shape)
+    torch.cuda.synchronize()
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problems", default="fp8_gemm_kmajor,fp8_gemm")
+    parser.add_argument("--point", action="append", help="K=V,K=V (repeatable); default: a built-in list")
+    parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--profile", help="M,N,K: only run the first point 3 times on this shape (for ncu)")
+    parser.add_argument("--quick", action="store_true", help="check on the first 4 test shapes only")
+    parser.add_argument("--out", default=os.environ.get("OUT", "data/hopper_fp8"))
+    parser.add_argument("--cache", default="/tmp/hopper_fp8_cache", help="compile cache (kept out of --out)")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    points = [parse_point(p) for p in (args.point or DEFAULT_POINTS)]
+    lines = []
+
+    def log(text: str) -> None:
+        print(text, flush=True)
+        lines.append(text)
+
+    if args.profile:
+        return profile(args.problems.split(",")[0], points[0], args)
+    started = time.time()
+    all_results = []
+    for name in args.problems.split(","):
+        all_results.append(bench_problem(name, points, args, out, log))
+        (out / "hopper_fp8.json").write_text(json.dumps(all_results, indent=1, default=str))
+        (out / "hopper_fp8.log").write_text("\n".join(lines) + "\n")
+    log(f"done in {time.time() - started:.0f} s")
+    (out / "hopper_fp8.log").write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

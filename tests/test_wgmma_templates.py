@@ -1,0 +1,59 @@
+"""The Hopper FP8 wgmma templates (fp8_gemm_kmajor, fp8_gemm): points that satisfy the declared constraints pass
+the screen and compile with nvcc for sm_90a; points that violate them are
+refused by the template's static_asserts."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from pathlib import Path
+
+import pytest
+
+from ksci.compile import compile_source
+from ksci.problem import load_problem
+from ksci.render import render_kernel
+from ksci.screen import screen_source
+from ksci.toolchain import find_toolchain
+
+PROBLEMS = ("fp8_gemm_kmajor", "fp8_gemm")
+
+
+def _points(allowed: bool, count: int):
+    rng = random.Random(17)
+    for name in PROBLEMS:
+        template = load_problem(name).template("cuda", "wgmma")
+        keys = list(template.params)
+        combos = [dict(zip(keys, c, strict=True)) for c in itertools.product(*(template.params[k] for k in keys))]
+        chosen = [p for p in combos if template.feasible(p) == allowed]
+        sample = ([template.default] if allowed else []) + rng.sample(chosen, min(count, len(chosen)))
+        for i, params in enumerate(sample):
+            yield pytest.param(template, params, id=f"{name}-{'ok' if allowed else 'refused'}-{i}")
+
+
+def test_the_parameter_space_is_large():
+    template = load_problem("fp8_gemm_kmajor").template("cuda", "wgmma")
+    keys = list(template.params)
+    allowed = [
+        p
+        for p in (dict(zip(keys, c, strict=True)) for c in itertools.product(*(template.params[k] for k in keys)))
+        if template.feasible(p)
+    ]
+    assert len(allowed) > 1000
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize(("template", "params"), list(_points(True, 4)))
+def test_allowed_points_pass_the_screen_and_compile(template, params, tmp_path: Path):
+    source = render_kernel(template, params)
+    assert screen_source(source).ok, screen_source(source).message
+    result = compile_source(source, find_toolchain("cuda"), "sm_90a", tmp_path)
+    assert result.ok, result.log[-2000:]
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize(("template", "params"), list(_points(False, 2)))
+def test_refused_points_do_not_compile(template, params, tmp_path: Path):
+    result = compile_source(render_kernel(template, params), find_toolchain("cuda"), "sm_90a", tmp_path)
+    assert not result.ok
+    assert "static assertion failed" in result.log
