@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 import ksci.propose
+from ksci.constraints import parse_constraint
 from ksci.lineage import Candidate, LineageStore, empty_frame
 from ksci.problem import Problem, TemplateSpec
 from ksci.propose import Proposal, _study, propose_tuning, space_note
@@ -232,3 +235,114 @@ def test_tuning_loop_improves_on_a_recorded_timing_table(tmp_path: Path) -> None
     # It reaches the optimum within 40 of the 195 points (random search would find it about one time in five).
     assert best[-1] == optimum, best
     assert len(store.read("sim")) <= 40
+
+
+TILED = TemplateSpec(
+    "tiled",
+    "cuda",
+    Path("tiled.cu.j2"),
+    {"A": [1, 2, 4, 8], "B": [1, 2, 4, 8]},
+    {"A": 2, "B": 2},
+    (parse_constraint("A * B <= 8", {"A", "B"}), parse_constraint("A >= B // 2", {"A", "B"})),
+)
+SHAPES = ({"m": 1, "seed": 0}, {"m": 2, "seed": 0})  # shape keys "1" and "2"
+
+
+def timed(name: str, params: dict, generation: int, times: dict[str, float], **values) -> Candidate:
+    """A row timed on SHAPES: `times` per shape key, the geomean from them."""
+    geomean = math.exp(sum(map(math.log, times.values())) / len(times))
+    key = json.dumps(params, sort_keys=True)
+    fields = dict(
+        run="sim",
+        problem="toy",
+        generation=generation,
+        candidate_id=hashlib.sha256(f"{name}{key}".encode()).hexdigest()[:16],
+        proposer="tuning",
+        template=name,
+        params_json=key,
+        source_path="sources/xx/x.cu",
+        target="cuda",
+        status="ok",
+        geomean_us=geomean,
+        shape_times_json=json.dumps(times),
+    )
+    return Candidate(**{**fields, **values})
+
+
+def tiled_times(params: dict) -> dict[str, float]:
+    """Shape 1 likes a large A, shape 2 a large B."""
+    return {"1": 100.0 / params["A"] + params["B"], "2": 100.0 / params["B"] + params["A"]}
+
+
+def test_no_point_violates_a_constraint_or_repeats_until_the_space_is_spent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ksci.propose, "_composable", lambda spec: True)  # the toy templates have no files
+    problem = replace(make_problem(TILED), benchmarks=SHAPES)
+    space = [{"A": a, "B": b} for a in TILED.params["A"] for b in TILED.params["B"]]
+    feasible = [p for p in space if TILED.feasible(p)]
+    assert 0 < len(feasible) < len(space)
+    store, proposed, compositions = LineageStore(tmp_path), [], []
+    for generation in range(20):
+        population = store.read("sim")
+        selections = select_parents("elitist", population, 2, seed=generation)
+        proposals = propose_tuning(problem, "cuda", population, selections, 3, seed=generation)
+        if not proposals:
+            break
+        assert proposals == propose_tuning(problem, "cuda", population, selections, 3, seed=generation)
+        points = [p for p in proposals if not p.by_shape]
+        assert all(TILED.feasible(p.params) for p in points), points
+        proposed += [key(p) for p in points]
+        compositions += [json.dumps(p.by_shape, sort_keys=True) for p in proposals if p.by_shape]
+        rows = [timed(p.template, p.params, generation, tiled_times(p.params)) for p in points]
+        rows += [timed("x", {}, generation, {"1": 50.0, "2": 50.0}, candidate_id=f"{generation:016d}", template=None,
+                       params_json=None, kind="composed", params_by_shape_json=json.dumps(p.by_shape))
+                 for p in proposals if p.by_shape]  # fmt: skip
+        store.append(rows)
+    assert len(proposed) == len(set(proposed)) == len(feasible)  # every feasible point once, and nothing else
+    assert compositions and len(compositions) == len(set(compositions))
+    note = space_note(problem, "cuda", store.read("sim"), [])
+    assert (
+        note
+        == f"every cuda template's feasible space is exhausted (tiled {len(feasible)} points): nothing left to propose"
+    )
+
+
+def test_the_per_shape_winners_are_composed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ksci.propose, "_composable", lambda spec: True)  # the toy templates have no files
+    problem = replace(make_problem(TILED), benchmarks=SHAPES)
+    points = [{"A": 2, "B": 2}, {"A": 8, "B": 1}, {"A": 1, "B": 2}]
+    rows = [timed("tiled", p, 0, tiled_times(p)) for p in points]
+    frame = frame_of(rows, tmp_path)
+    selections = select_parents("elitist", frame, 2, seed=0)
+    proposals = propose_tuning(problem, "cuda", frame, selections, 4, seed=0)
+    composed = proposals[0]
+    assert composed.by_shape and composed.template is None and composed.params is None
+    best = min(rows, key=lambda r: r.geomean_us)
+    winner = {k: min(rows, key=lambda r: json.loads(r.shape_times_json)[k]) for k in ("1", "2")}
+    assert composed.by_shape["default"] == {"template": "tiled", "params": json.loads(best.params_json)}
+    for k, row in winner.items():
+        assert composed.by_shape["shapes"][k] == {"template": "tiled", "params": json.loads(row.params_json)}
+    assert composed.parent_id == best.candidate_id and composed.reference_id in {r.candidate_id for r in rows}
+    assert composed.hypothesis.startswith("composed of 2 points by shape")
+    assert any(p.hypothesis.startswith("for shape ") for p in proposals[1:])  # shape turns
+    again = propose_tuning(problem, "cuda", frame, selections, 4, seed=0, in_flight=[composed])
+    assert not any(p.by_shape for p in again)  # in flight: not proposed twice
+    recorded = timed("x", {}, 1, {"1": 9.0, "2": 9.0}, candidate_id="c" * 16, template=None, params_json=None,
+                     kind="composed", params_by_shape_json=json.dumps(composed.by_shape, sort_keys=True))  # fmt: skip
+    frame = frame_of([*rows, recorded], tmp_path)
+    assert not any(p.by_shape for p in propose_tuning(problem, "cuda", frame, selections, 4, seed=0))
+
+
+def test_no_composition_without_a_gain_or_composable_templates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    problem = replace(make_problem(TILED), benchmarks=SHAPES)
+    rows = [timed("tiled", p, 0, tiled_times(p)) for p in ({"A": 2, "B": 2}, {"A": 8, "B": 1})]
+    frame = frame_of(rows, tmp_path)
+    assert not any(p.by_shape for p in propose_tuning(problem, "cuda", frame, [], 4, seed=0))  # no template file
+    monkeypatch.setattr(ksci.propose, "_composable", lambda spec: True)
+    assert propose_tuning(problem, "cuda", frame, [], 4, seed=0)[0].by_shape
+    same = [
+        timed("tiled", p, 0, {"1": 10.0 * p["A"], "2": 10.0 * p["A"]}) for p in ({"A": 1, "B": 1}, {"A": 2, "B": 1})
+    ]
+    frame = frame_of(same, tmp_path / "same")
+    assert not any(p.by_shape for p in propose_tuning(problem, "cuda", frame, [], 4, seed=0))  # one point wins all
