@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import operator
+import threading
 from dataclasses import dataclass, field
 
 _BINARY = {
@@ -32,6 +33,10 @@ _COMPARE = {
     ast.GtE: operator.ge,
 }
 _CALLS = {"min": min, "max": max, "abs": abs}
+# CPython 3.11's ast.parse is not safe in concurrent threads ("AST constructor recursion depth mismatch"), and
+# problems are loaded in many of Prefect's task threads at once: parses are serialised and remembered.
+_PARSE_LOCK = threading.Lock()
+_PARSED: dict[tuple[str, frozenset[str]], Constraint | ConstraintError] = {}
 MAX_EXPONENT = 64  # ** with a larger exponent is an error, not an hour of big-integer arithmetic
 
 
@@ -55,6 +60,22 @@ class Constraint:
 
 def parse_constraint(text: str, names: set[str]) -> Constraint:
     """Parse and check one constraint; raises ConstraintError saying what is not allowed."""
+    if not isinstance(text, str):
+        raise ConstraintError(f"{text!r} is not a string")
+    with _PARSE_LOCK:
+        key = (text, frozenset(names))
+        if key not in _PARSED:
+            try:
+                _PARSED[key] = _parse(text, names)
+            except ConstraintError as exc:
+                _PARSED[key] = exc
+        parsed = _PARSED[key]
+    if isinstance(parsed, ConstraintError):
+        raise ConstraintError(str(parsed))
+    return parsed
+
+
+def _parse(text: str, names: set[str]) -> Constraint:
     if not isinstance(text, str):
         raise ConstraintError(f"{text!r} is not a string")
     try:
