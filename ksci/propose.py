@@ -30,18 +30,14 @@ from optuna.distributions import CategoricalDistribution
 from optuna.samplers import TPESampler
 from optuna.trial import TrialState, create_trial
 
-from ksci.compose import plan_of, split_includes
-from ksci.problem import DIALECT_OF_TARGET, Problem, TemplateSpec, shape_key
-from ksci.render import render_kernel
+from ksci.per_shape import ShapeEvidence
+from ksci.problem import DIALECT_OF_TARGET, Problem, TemplateSpec
 from ksci.results import Status
 from ksci.select import Selection
 
 SWITCH_PROBABILITY = 0.1  # chance that a turn tries another template family than the parent's
 ASKS_PER_PROPOSAL = 25  # bound on study.ask() calls; then untried feasible points at random fill the batch
 ENUMERATION_LIMIT = 200_000  # spaces up to this size are enumerated (exhaustion known); larger ones are sampled
-MAX_VARIANTS = 6  # points in one composed kernel (each one is compiled into it)
-MIN_VARIANT_GAIN = 0.005  # a variant joins a composition if it lowers the predicted log-geomean by at least this
-SHAPE_FLOOR = 0.1  # every shape keeps this share of the mean log-gap as weight, so that none is never tuned
 COMPOSED = "<composed>"  # the template part of a composed proposal's key
 FAILED = {
     Status.REJECTED,
@@ -110,7 +106,7 @@ def propose_tuning(
             hypothesis = f"{name}: default {_show(spec.default)}; family never tried"
             batch.add(Proposal(name, dict(spec.default), None, None, hypothesis))
     shapes = _Shapes(problem, rows, templates)
-    composition = shapes.composition()
+    composition = shapes.composed()
     if composition:
         batch.add(composition)
 
@@ -338,46 +334,17 @@ def _value(row: pd.Series, shape: str | None) -> float | None:
     return float(times[shape]) if shape in times else None
 
 
-class _Shapes:
-    """Per-shape evidence of the timed template points: each shape's winner, the weight of each shape for the shape
-    turns, and the composition of the winners.
-
-    D is the best single point by geomean and b_s the best time known on shape s. The log of the geomean is the mean
-    of the per-shape logs, so gap_s = log t_D(s) - log b_s is what specialising shape s has gained so far, and a
-    shape's weight is its share of the sum of gaps (plus SHAPE_FLOOR of the mean, so that no shape is left out):
-    shapes whose best parameters differ most from D's are where tuning per shape pays."""
+class _Shapes(ShapeEvidence):
+    """The per-shape evidence, with each shape's winner as the parent of that shape's turns."""
 
     def __init__(self, problem: Problem, rows: pd.DataFrame, templates: dict) -> None:
-        self.problem, self.templates = problem, templates
-        self.keys = [shape_key(s) for s in problem.benchmarks]
-        timed = rows[(rows["status"] == str(Status.OK)) & rows["geomean_us"].notna()]
-        self.points: list[tuple[pd.Series, dict, dict[str, float]]] = []
-        for _, row in timed.sort_values(["geomean_us", "candidate_id"], kind="stable").iterrows():
-            times = json.loads(row["shape_times_json"]) if isinstance(row["shape_times_json"], str) else {}
-            params = _params_of(row, templates)
-            if params is not None and self.keys and all(times.get(k, 0) > 0 for k in self.keys):
-                self.points.append((row, params, times))
-        self.weights: dict[str, float] = {}
+        super().__init__(problem, rows, templates, _params_of)
         self._parents: dict[str, _Parent] = {}
-        if len(self.points) < 2:
-            return
-        best = self.points[0][2]
-        gaps = {k: math.log(best[k]) - math.log(self._winner(k)[2][k]) for k in self.keys}
-        total = sum(gaps.values())
-        if total > 0:
-            floor = SHAPE_FLOOR * total / len(gaps)
-            self.weights = {k: (g + floor) / (total + floor * len(gaps)) for k, g in gaps.items()}
-
-    def _winner(self, key: str) -> tuple[pd.Series, dict, dict[str, float]]:
-        return min(self.points, key=lambda p: (p[2][key], p[0]["candidate_id"]))
-
-    def draw(self, rng: random.Random) -> str:
-        return rng.choices(list(self.weights), weights=list(self.weights.values()))[0]
 
     def parent(self, key: str) -> _Parent:
         """The winner on shape `key`, whose feasible neighbours come first on that shape's turns."""
         if key not in self._parents:
-            row, params, times = self._winner(key)
+            row, params, times = self.winner(key)
             spec = self.templates[row["template"]]
             moves = _neighbours(spec, params)
             random.Random(key).shuffle(moves)
@@ -385,56 +352,9 @@ class _Shapes:
             self._parents[key] = _Parent(row["candidate_id"], None, spec, params, geomean, iter(moves), key, times[key])
         return self._parents[key]
 
-    def composition(self) -> Proposal | None:
-        """The per-shape winners as one composed candidate, when that predicts a gain over the best single point.
-
-        Variants are chosen greedily from the timed points: start from D (the default, for every shape not listed
-        and the test shapes), then add the point that lowers the predicted log-geomean most, while it lowers it by
-        MIN_VARIANT_GAIN or more and there are fewer than MAX_VARIANTS; each shape takes the chosen variant fastest
-        on it (ties: the earlier chosen)."""
-        candidates = [p for p in self.points if _composable(self.templates[p[0]["template"]])]
-        if len(candidates) < 2 or candidates[0] is not self.points[0]:
-            return None
-        chosen, current = [0], dict(candidates[0][2])  # indices into candidates
-        while len(chosen) < MAX_VARIANTS:
-            gains = [(_gain(current, p[2]), i) for i, p in enumerate(candidates) if i not in chosen]
-            gain, best = max(gains, key=lambda g: (g[0], -g[1]), default=(0.0, None))
-            if best is None or gain < MIN_VARIANT_GAIN:
-                break
-            chosen.append(best)
-            current = {k: min(t, candidates[best][2][k]) for k, t in current.items()}
-        if len(chosen) < 2:
-            return None
-        rows = [candidates[i][0] for i in chosen]
-        points = [{"template": candidates[i][0]["template"], "params": candidates[i][1]} for i in chosen]
-        fastest = {k: min(range(len(chosen)), key=lambda j, k=k: candidates[chosen[j]][2][k]) for k in self.keys}
-        predicted = math.exp(sum(math.log(t) for t in current.values()) / len(current))
-        variants = ", ".join(f"{r['candidate_id']} ({r['template']})" for r in rows)
-        text = (
-            f"composed of {len(chosen)} points by shape: {variants}; the per-shape winners predict a geomean of "
-            f"{predicted:.1f} us against {float(rows[0]['geomean_us']):.1f} us for the best single point"
-        )
-        plan = plan_of(points[0], {k: points[j] for k, j in fastest.items()})
-        return Proposal(None, None, rows[0]["candidate_id"], rows[1]["candidate_id"], text, plan)
-
-
-def _gain(current: dict[str, float], times: dict[str, float]) -> float:
-    """How much a variant with these times lowers the mean log time of the composition."""
-    return sum(max(0.0, math.log(t) - math.log(times[k])) for k, t in current.items()) / len(current)
-
-
-_COMPOSABLE: dict[str, bool] = {}
-
-
-def _composable(spec: TemplateSpec) -> bool:
-    """Whether the template's default renders into a source that ksci.compose can split (all #includes first)."""
-    key = f"{spec.dialect}/{spec.path}"
-    if key not in _COMPOSABLE:
-        try:
-            _COMPOSABLE[key] = not isinstance(split_includes(render_kernel(spec)), str)
-        except Exception:  # a template that does not render is not composable; rendering it alone will say why
-            _COMPOSABLE[key] = False
-    return _COMPOSABLE[key]
+    def composed(self) -> Proposal | None:
+        found = self.composition()
+        return found and Proposal(None, None, found.parent_id, found.reference_id, found.hypothesis, found.plan)
 
 
 def _compositions(population: pd.DataFrame, dialect: str) -> set[tuple[str, str]]:

@@ -12,7 +12,7 @@ from tasks.stages import CACHED
 
 @task(name="compose", cache_policy=CACHED)
 def compose(problem: str, dialect: str, plan: dict) -> str:
-    """The proposer composes only templates that split (ksci.propose._composable): a refusal here is a bug."""
+    """The proposer composes only templates that split (ksci.per_shape.composable): a refusal here is a bug."""
     composed = compose_kernel(load_problem(problem), dialect, plan)
     if not composed.ok:
         raise ValueError(f"cannot compose {plan}: {composed.message}")
