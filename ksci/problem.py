@@ -58,6 +58,17 @@ class Problem:
     roofline_compute: str
     templates: tuple[TemplateSpec, ...] = field(default=())
     published_speed_of_light: dict = field(default_factory=dict)
+    # Per-target overrides of {rtol, atol, atol_rms}; atol_rms scales the absolute term by the expected output's RMS.
+    tolerance_by_target: dict = field(default_factory=dict)
+
+    def tolerance(self, target: str) -> Tolerance:
+        """The element-wise tolerance on `target`: |out - ref| <= atol + atol_rms * rms(ref) + rtol * |ref|."""
+        override = self.tolerance_by_target.get(target, {})
+        return Tolerance(
+            rtol=float(override.get("rtol", self.rtol)),
+            atol=float(override.get("atol", self.atol)),
+            atol_rms=float(override.get("atol_rms", 0.0)),
+        )
 
     def templates_for(self, dialect: str) -> list[TemplateSpec]:
         return [t for t in self.templates if t.dialect == dialect]
@@ -124,10 +135,29 @@ def _problem_from_spec(spec: dict, root: Path) -> Problem:
         rtol=float(spec["tolerance"]["rtol"]),
         atol=float(spec["tolerance"]["atol"]),
         trials=int(spec.get("trials", 1)),
+        tolerance_by_target=_tolerances_by_target(spec.get("tolerance_by_target") or {}, spec["name"]),
         roofline_compute=spec["roofline"]["compute"],
         templates=tuple(templates),
         published_speed_of_light=spec.get("published_speed_of_light") or {},
     )
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float
+    atol: float
+    atol_rms: float = 0.0
+
+
+def _tolerances_by_target(spec: dict, problem: str) -> dict:
+    known = {"rtol", "atol", "atol_rms"}
+    for target, override in spec.items():
+        if target not in DIALECT_OF_TARGET or not isinstance(override, dict) or set(override) - known:
+            raise ProblemError(
+                f"problem {problem!r}: tolerance_by_target.{target} must be a target ({', '.join(DIALECT_OF_TARGET)})"
+                f" mapped to some of {sorted(known)}"
+            )
+    return dict(spec)
 
 
 def _template_from_spec(item: dict, dialect: str, root: Path) -> TemplateSpec:

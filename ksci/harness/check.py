@@ -7,12 +7,19 @@ import torch
 WORST_SHOWN = 5
 
 
-def compare(out: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float) -> dict:
-    """Element fails if |out - ref| > atol + rtol*|ref|, or out is NaN/inf where ref is finite."""
+def compare(out: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float, atol_rms: float = 0.0) -> dict:
+    """Element fails if |out - ref| > atol + atol_rms*rms(ref) + rtol*|ref|, or out is NaN/inf where ref is finite.
+
+    atol_rms scales the absolute term with the expected output's root mean square, for targets whose fast
+    arithmetic adds up with fewer bits than float32 (Hopper's FP8 tensor cores): there the error of an element is
+    a fraction of the terms it sums, not of its value, which cancellation can make tiny."""
     got = out.detach().to(torch.float32)
     ref = expected.detach().to(torch.float32)
     if got.shape != ref.shape:
         return _summary(False, got.numel(), got.numel(), 0.0, 0, f"shape {tuple(got.shape)} != {tuple(ref.shape)}")
+    if atol_rms:
+        finite = ref[torch.isfinite(ref)]
+        atol = atol + atol_rms * (float(finite.square().mean().sqrt()) if finite.numel() else 0.0)
     err = (got - ref).abs()
     nonfinite = ~torch.isfinite(got)
     bad = (err > atol + rtol * ref.abs()) | (nonfinite & torch.isfinite(ref)) | torch.isnan(got)
