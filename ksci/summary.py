@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from ksci.problem import shape_key
 from ksci.results import Timing, Verdict
 
@@ -96,7 +98,12 @@ def format_evolution(summaries: list[dict], store_root: str) -> str:
 
 
 def _origin(row: dict) -> str:
-    """Where a candidate came from: its template point, or (LLM-written kernels have none) its proposer."""
+    """Where a candidate came from: its template point, its points by shape, or (LLM-written kernels have none) its
+    proposer."""
+    if row.get("params_by_shape_json"):
+        plan = json.loads(row["params_by_shape_json"])
+        points = {json.dumps(p, sort_keys=True) for p in [plan["default"], *plan["shapes"].values()]}
+        return f"composed of {len(points)} points by shape"
     if row.get("template"):
         return f"{row['template']} {row.get('params_json') or ''}".strip()
     return f"written by {row.get('llm_model') or row.get('proposer') or 'an unknown proposer'}"
