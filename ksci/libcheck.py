@@ -118,7 +118,7 @@ def check_library(path: str | Path, target: str) -> LibraryCheck:
     if refused:
         reasons.append(
             f"the library imports {_names(refused)}, outside what a kernel's host code may call "
-            "(docs/threat-model.md, ksci/libcheck.py)"
+            "(docs/threat-model.md, ksci/libcheck.py; a function declared but defined nowhere shows here too)"
         )
     if strange:
         reasons.append(f"the library runs code of its own when it is loaded or unloaded: {_names(strange)}")

@@ -93,12 +93,14 @@ class Case:
     call ever runs while the answer sits in device memory (docs/threat-model.md).
     """
 
-    def __init__(self, problem, ref, shape: dict, seed: int, target: str, device):
+    def __init__(self, problem, ref, shape: dict, seed: int, target: str, device, keep_pristine: bool = True):
+        """keep_pristine=False (timed input sets, most never checked in full): no copy of the inputs is kept;
+        verify() draws them again from the seed (generate_input is deterministic for a seed)."""
         self.shape, self.seed, self.problem, self.ref = shape, seed, problem, ref
         self.target, self.device = target, device
         tensors = ref.generate_input(shape, seed, target, device)
         self.inputs = {k: v for k, v in tensors.items() if k not in problem.outputs}
-        self.pristine = {k: v.clone() for k, v in self.inputs.items()}
+        self.pristine = {k: v.clone() for k, v in self.inputs.items()} if keep_pristine else None
         self.buffers, self.outputs = {}, {}
         for name in problem.outputs:
             self.buffers[name], self.outputs[name] = _guarded_like(tensors[name])
@@ -113,15 +115,20 @@ class Case:
         """Whether a floating-point output still holds NaN (the poison) anywhere: a cheap look at every output."""
         return any(out.is_floating_point() and bool(torch.isnan(out).any()) for out in self.outputs.values())
 
+    def drawn_again(self) -> dict:
+        fresh = self.ref.generate_input(self.shape, self.seed, self.target, self.device)
+        return {k: v for k, v in fresh.items() if k in self.inputs}
+
     def nbytes(self) -> int:
-        tensors = [*self.inputs.values(), *self.pristine.values(), *self.buffers.values()]
+        tensors = [*self.inputs.values(), *(self.pristine or {}).values(), *self.buffers.values()]
         return sum(t.numel() * t.element_size() for t in tensors)
 
     def verify(self, tolerance: Tolerance, release: bool = True) -> dict:
         """Outputs within tolerance, inputs bitwise unchanged, guard bytes intact."""
         torch.cuda.synchronize()  # every stream, not only the harness's: nothing of the candidate's still runs
         got = {name: out.clone() for name, out in self.outputs.items()}
-        expected = self.ref.reference(dict(self.pristine))
+        pristine = self.pristine if self.pristine is not None else self.drawn_again()
+        expected = self.ref.reference(dict(pristine))
         try:
             result = {}
             for name in self.problem.outputs:
@@ -131,7 +138,7 @@ class Case:
         finally:
             _wipe(expected, got, release=release)
         for name, tensor in self.inputs.items():
-            if not same_bytes(tensor, self.pristine[name]):
+            if not same_bytes(tensor, pristine[name]):
                 return {**result, "ok": False, "report": f"the kernel modified its input {name!r}"}
         for name, buffer in self.buffers.items():
             if not _guards_intact(buffer, self.outputs[name].numel()):
@@ -157,9 +164,11 @@ def _wipe(*groups: dict, release: bool = True) -> None:
 
 
 def _guarded_like(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """A contiguous tensor like t, placed between two canary regions of one allocation."""
+    """A contiguous tensor like t, placed between two canary regions of one allocation (the output is poisoned by
+    the caller, so only the canaries are written here)."""
     buffer = torch.empty(t.numel() + 2 * GUARD_ELEMENTS, dtype=t.dtype, device=t.device)
-    buffer.view(torch.uint8).fill_(GUARD_BYTE)
+    buffer[:GUARD_ELEMENTS].view(torch.uint8).fill_(GUARD_BYTE)
+    buffer[GUARD_ELEMENTS + t.numel() :].view(torch.uint8).fill_(GUARD_BYTE)
     return buffer, buffer[GUARD_ELEMENTS : GUARD_ELEMENTS + t.numel()].view(t.shape)
 
 
@@ -266,7 +275,7 @@ class Session:
         batches = 0
         start = time.monotonic()
         while len(samples) < self.policy.max_reps:
-            cases = [self.case(shape, _UNPREDICTABLE.randrange(2**62)) for _ in range(batch)]
+            cases = [self.case(shape, _UNPREDICTABLE.randrange(2**62), keep_pristine=False) for _ in range(batch)]
             torch.cuda.synchronize()
             for case in cases:
                 call = timer(lambda case=case: self.candidate(case.tensors, shape, self.stream))
@@ -336,8 +345,8 @@ class Session:
         """The input sets the baselines (reference, vendor library) are timed on, in rotation."""
         return [self.case(shape, shape["seed"] + r * TRIAL_SEED_STEP) for r in range(ROTATIONS)]
 
-    def case(self, shape: dict, seed: int) -> Case:
-        return Case(self.problem, self.ref, shape, seed, self.target, self.device)
+    def case(self, shape: dict, seed: int, keep_pristine: bool = True) -> Case:
+        return Case(self.problem, self.ref, shape, seed, self.target, self.device, keep_pristine)
 
     def time_baselines(self, cases: list[Case], flush: L2Flusher) -> dict:
         reference = time_calls(
