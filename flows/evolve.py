@@ -9,18 +9,28 @@ before, so a rerun of a failed or killed generation reuses what had finished and
 With `overlap` k > 0 (tuning proposer), generations run side by side: generation g learns from the generations
 before max(0, g - k) (so generations 1 to k seed the run with generation 0) and starts while the k before it are
 still on the GPUs (flows/pipeline.py), so that several GPUs are not left waiting at each generation's start and end.
+Deployed (prefect.yaml, a server with a work pool), each generation without overlap is a flow run of the
+`evolve-generation/generation` deployment that any worker runs, so that Prefect can retry a failed one on its own;
+elsewhere the generations are subflows, and only the whole evolution is rerun (README.md).
 """
 
 from __future__ import annotations
 
 import re
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
 from contextvars import copy_context
 from datetime import UTC, datetime
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
+from prefect.client.orchestration import get_client
+from prefect.context import FlowRunContext
+from prefect.deployments import run_deployment
 from prefect.futures import wait
+from prefect.runtime import flow_run
+from prefect.states import Scheduled
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.artifacts import generation_markdown, generation_table
@@ -28,6 +38,7 @@ from flows.llm_generation import distil_findings, llm_candidates
 from flows.pipeline import OVERLAP_RULE, board_of, horizon, open_board, overlap_allowed
 from ksci import PROJECT_ROOT
 from ksci.evaluate import SPARES
+from ksci.lineage import LineageStore
 from ksci.llm.config import LlmConfig, LlmConfigError, load_config
 from ksci.llm.ledger import LlmLedger
 from ksci.problem import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, load_problem
@@ -49,6 +60,18 @@ from tasks.stages import (
 )
 
 DEFAULT_STORE = str(PROJECT_ROOT / "data" / "runs")
+GENERATION_POLL_S = 2.0  # how often a deployed evolution looks whether its generation's flow run has ended
+UNCLAIMED_WARNING_S = 300.0  # a generation's flow run that no worker has taken this long gets a warning
+SUBFLOWS_RERUN = (
+    "evolution %s stopped at a failed generation. Its generations ran inside this flow run (subflows: no "
+    "deployment, so no Retry button of their own, and `prefect flow-run retry` refuses them). Rerun the "
+    "evolution: `ksci evolve --run %s` with the same arguments, or, if this flow run is a deployment's, Retry on "
+    "its page. What finished is taken from the cache, and no lineage row is written twice."
+)
+
+
+class GenerationRunFailed(RuntimeError):
+    """A generation's flow run, run by a worker, ended failed, crashed or cancelled."""
 
 
 # Threads mostly wait (on subprocesses, on upstream futures, on the GPU slot), so there are many of them;
@@ -69,13 +92,42 @@ def evolve_generation(
     proposer: str = "tuning",
     llm: LlmConfig | None = None,
     overlap: int = 0,
+    llm_config: str | None = None,
+) -> dict:
+    """One generation. A subflow of `evolve` in its process, or, in a deployed evolution, a flow run of the
+    `evolve-generation/generation` deployment that a worker runs (and a Retry of it runs again): that one sets up
+    its host's GPUs itself and reads the worker's LLM configuration (`llm_config`, as `evolve` does)."""
+    gpus = gpus or ["0"]
+    own_run = _is_a_deployment_run()
+    if own_run and proposer == "llm" and llm is None:
+        llm = configured_llm(llm_config)
+    with gpu_host(problem, target, gpus, simulate) if own_run else nullcontext():
+        return _generation(
+            problem,
+            target,
+            run,
+            generation,
+            children,
+            strategy,
+            seed,
+            store_root,
+            arch,
+            gpus,
+            simulate,
+            proposer,
+            llm,
+            overlap,
+        )
+
+
+def _generation(
+    problem, target, run, generation, children, strategy, seed, store_root, arch, gpus, simulate, proposer, llm, overlap
 ) -> dict:
     logger = get_run_logger()
     dialect = DIALECT_OF_TARGET[target]
     turn_seed = seed * 100_003 + generation
     learns_from = horizon(generation, overlap)
     population = read_population(store_root, run, learns_from)
-    gpus = gpus or ["0"]
     GPU_PRIORITY.set(generation)  # with overlapping generations, the older ones' candidates take a free GPU first
 
     def evaluate(source, meta: dict) -> tuple:
@@ -189,6 +241,12 @@ def _run_overlapping(arguments: dict) -> dict:
         raise
 
 
+def _is_a_deployment_run() -> bool:
+    """Whether this flow run is a deployment's (run by a worker), not a subflow (which has no deployment)."""
+    context = FlowRunContext.get()
+    return context is not None and context.flow_run is not None and context.flow_run.deployment_id is not None
+
+
 def _count(counts: dict, stage: str, state_name: str) -> None:
     if state_name == "Cached":
         counts[f"{stage}_cache_hits"] += 1
@@ -215,6 +273,7 @@ def evolve(
     llm: LlmConfig | None = None,
     llm_config: str | None = None,
     overlap: int = 0,
+    generation_deployment: str | None = None,
 ) -> list[dict]:
     """Run (or continue) an evolution. Generations already done replay from the cache.
 
@@ -223,7 +282,11 @@ def evolve(
     TOML file `llm_config`, else KSCI_LLM_CONFIG or ./ksci.toml, and the KSCI_LLM_* / OPENAI_* variables).
     An LLM run stops cleanly before a generation once its token or money budget is spent.
     overlap: how many generations a new one may overlap (tuning proposer only; flows/pipeline.py). 0 keeps them
-    strictly one after the other; 1 keeps several GPUs busy across generation boundaries."""
+    strictly one after the other; 1 keeps several GPUs busy across generation boundaries.
+    generation_deployment: on a Prefect server with a work pool (prefect.yaml sets it), run each generation as a flow
+    run of this deployment of `evolve-generation`, on any worker of the pool, so that a failed generation can be
+    retried on its own (Retry on its page; README.md). Without it (the embedded default), or with overlap, the
+    generations are subflows in this flow's process, and only the whole evolution can be rerun."""
     if proposer not in ("tuning", "llm"):
         raise ValueError(f"proposer {proposer!r}: expected 'tuning' or 'llm'")
     if not overlap_allowed(overlap, proposer):
@@ -232,8 +295,12 @@ def evolve(
         llm = configured_llm(llm_config)
     run = run or new_run_name(problem, target)
     gpus = gpus or ["0"]
-    for gpu in gpus:
-        ensure_gpu_limit(gpu)
+    on_workers = generation_deployment is not None and not overlap
+    if generation_deployment is not None and overlap:
+        print(
+            f"overlap {overlap}: the generations run side by side in this flow run's process (subflows, which have "
+            "no Retry of their own): to rerun a failed one, retry this flow run"
+        )
     progress = create_progress_artifact(0.0, key=_artifact_key(f"{run}-progress"), description=f"evolution {run}")
     summaries: list[dict] = []
 
@@ -257,20 +324,90 @@ def evolve(
         llm=llm,
     )
     try:
-        start_spare_harnesses(problem, target, gpus, simulate)  # while generation 0 proposes and compiles
+        _generations(
+            generations, overlap, arguments, finished, generation_deployment if on_workers else None, llm_config
+        )
+    except Exception:
+        if not on_workers:  # a deployed one's error says what to retry (_generation_on_a_worker)
+            get_run_logger().error(SUBFLOWS_RERUN, run, run)
+        raise
+    return summaries
+
+
+def _generations(generations, overlap, arguments, finished, deployment: str | None, llm_config: str | None) -> None:
+    """Run the generations: as subflows in this process (set up for its GPUs), or each as a flow run of
+    `deployment` (which sets up the GPUs of whichever host runs it)."""
+    run, store_root, llm = arguments["run"], arguments["store_root"], arguments["llm"]
+    host = arguments["problem"], arguments["target"], arguments["gpus"], arguments["simulate"]
+    with nullcontext() if deployment else gpu_host(*host):
         if overlap:
             with open_board(store_root, run):
                 _side_by_side(generations, overlap, arguments, finished)
-            return summaries
+            return
         for generation in range(generations):
-            stop = _budget_spent(store_root, run, llm) if proposer == "llm" else None
+            stop = _budget_spent(store_root, run, llm) if arguments["proposer"] == "llm" else None
             if stop:
                 print(f"evolution {run} stops before generation {generation}: {stop}")
-                break
-            finished(evolve_generation(generation=generation, **arguments))
-        return summaries
+                return
+            if deployment:  # the worker's LLM configuration, not this process's object (it may hold a key)
+                work = {**arguments, "generation": generation, "llm": None, "llm_config": llm_config}
+                finished(_generation_on_a_worker(deployment, work))
+            else:
+                finished(evolve_generation(generation=generation, **arguments))
+
+
+@contextmanager
+def gpu_host(problem: str, target: str, gpus: list[str], simulate: str | None):
+    """What a process that runs candidates sets up first: this host's GPU limits (tasks/gpu.py), and spare harness
+    processes, started while generation 0 proposes and compiles and closed when the block ends."""
+    for gpu in gpus:
+        ensure_gpu_limit(gpu)
+    try:
+        start_spare_harnesses(problem, target, gpus, simulate)
+        yield
     finally:
-        SPARES.close()  # the harness processes started ahead for this run's GPU tasks, not needed any more
+        SPARES.close()
+
+
+def _generation_on_a_worker(deployment: str, arguments: dict) -> dict:
+    """One generation as a flow run of `deployment`, which any worker of its pool runs; waits for it to end.
+
+    Its idempotency key ties it to this evolve flow run: a retry of this flow run finds the generations it started
+    before, takes a completed one as it is and retries a failed one (the same flow run, as its Retry button does),
+    so that a generation has one flow run per evolution however often either is retried."""
+    run, generation = arguments["run"], arguments["generation"]
+    child = run_deployment(
+        deployment,
+        parameters=arguments,
+        flow_run_name=f"{run}-gen-{generation}",
+        idempotency_key=f"{flow_run.get_id()}-generation-{generation}",
+        timeout=0,
+    )
+    with get_client(sync_client=True) as client:
+        if child.state.is_final() and not child.state.is_completed():
+            client.set_flow_run_state(child.id, Scheduled(message="retried with its evolve flow run"), force=True)
+            print(f"generation {generation}: retrying its flow run {child.name} ({child.id})")
+        waiting_since = time.monotonic()
+        while not (child := client.read_flow_run(child.id)).state.is_final():
+            if child.state.is_scheduled() and time.monotonic() - waiting_since > UNCLAIMED_WARNING_S:
+                waiting_since = float("inf")  # said once
+                get_run_logger().warning(
+                    "generation %d: its flow run %s has waited %.0f s for a worker of its pool. Is one running, "
+                    "with a free slot? A worker's --limit counts this evolve flow run too (docs/deployment.md)",
+                    generation,
+                    child.name,
+                    UNCLAIMED_WARNING_S,
+                )
+            time.sleep(GENERATION_POLL_S)
+    if not child.state.is_completed():
+        raise GenerationRunFailed(
+            f"generation {generation} of {run} ended {child.state.name}: flow run {child.name} ({child.id}). Retry it "
+            f"on its page in the UI (or `prefect flow-run retry {child.id}`), then retry this flow run to go on "
+            "(its finished generations are not run again)"
+        )
+    rows = LineageStore(arguments["store_root"]).read(run)
+    rows = rows[rows["generation"] == generation].to_dict("records")
+    return {"run": run, "generation": generation, "candidates": len(rows), "flow_run": child.name, "rows": rows}
 
 
 def _side_by_side(generations: int, overlap: int, arguments: dict, finished) -> None:

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end check of the deployment path on one machine, with the GPU simulator: start a Prefect server on
 # loopback, create the process work pool, deploy everything in prefect.yaml, start a worker, trigger the
-# `simulated` deployment of `evolve`, and wait for it to complete. Prints the flow run's final state; exits 0
-# only if it completed and wrote its lineage. Usage: scripts/check_deployment.sh [PORT]
+# `simulated` deployment of `evolve`, and wait for it to complete (its generations are flow runs of the
+# `evolve-generation/generation` deployment, run by the same worker). Prints the flow run's final state; exits 0
+# only if it completed and wrote its lineage. Retrying a failed generation on this set-up:
+# tests/test_generation_retry.py. Usage: scripts/check_deployment.sh [PORT]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PORT="${1:-4247}"
