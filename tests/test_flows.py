@@ -125,7 +125,7 @@ def test_rerun_is_all_cache_hits_and_adds_no_rows(tmp_path):
         assert s["compile_cache_hits"] == s["candidates"] == s["benchmark_cache_hits"]
 
 
-def test_a_generation_that_fails_midway_reruns_from_the_cache(tmp_path):
+def test_a_generation_that_fails_midway_reruns_from_the_cache(tmp_path, caplog):
     problem = load_problem("fp8_gemm")
     mma = problem.template("cuda", "mma")
     recording = tmp_path / "recording.json"
@@ -136,6 +136,7 @@ def test_a_generation_that_fails_midway_reruns_from_the_cache(tmp_path):
     rows = LineageStore(tmp_path / "store").read("flaky")
     default = json.dumps(mma.default, sort_keys=True)
     assert len(rows) == 2 and default not in set(rows["params_json"])  # the two others were recorded
+    assert "Rerun the evolution: `ksci evolve --run flaky`" in caplog.text  # its generations were subflows
 
     recording.write_text("[]")  # the GPU is back
     (summary,) = _run(tmp_path, "flaky", recording, generations=1)
