@@ -27,7 +27,7 @@ import torch
 
 from ksci.harness.check import compare, relative_error, same_bytes
 from ksci.harness.sandbox import drop_network, limit_resources
-from ksci.harness.timing import CallTimer, L2Flusher, TimingPolicy, spread, time_calls
+from ksci.harness.timing import CallTimer, L2Flusher, TimingPolicy, precise, time_calls
 from ksci.problem import Tolerance, load_problem, shape_key
 from ksci.reports import summarise
 
@@ -297,7 +297,7 @@ class Session:
             if (
                 len(samples) >= self.policy.min_reps
                 and calls >= 2 * batch
-                and (spread(samples) <= self.policy.target_spread or time.monotonic() - start > self.policy.budget_s)
+                and (precise(samples, self.policy.target_precision) or time.monotonic() - start > self.policy.budget_s)
             ):
                 break
         timing = {

@@ -6,6 +6,7 @@ each call on an input set of its own (ksci/harness/child.py).
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -22,7 +23,9 @@ class TimingPolicy:
     min_reps: int = 10
     max_reps: int = 300
     batch: int = 10  # repetitions between synchronisations
-    target_spread: float = 0.01  # stop once IQR / median is at most this ...
+    # Stop once the median is known to within this fraction (the half-width of its 95% interval, 1.57 IQR / sqrt(n),
+    # McGill, Tukey & Larsen's notch): with 10 calls that is an IQR of 1% of the median, with 90 of 3% ...
+    target_precision: float = 0.005
     budget_s: float = 2.0  # ... or once this much wall time is spent on one (shape, implementation)
 
 
@@ -73,7 +76,7 @@ def time_calls(
         end.synchronize()
         samples.extend(b.elapsed_time(e) * 1000.0 for b, e in pairs)
         if len(samples) >= policy.min_reps and (
-            spread(samples) <= policy.target_spread or time.monotonic() - start_time > policy.budget_s
+            precise(samples, policy.target_precision) or time.monotonic() - start_time > policy.budget_s
         ):
             break
     return summarise(samples)
@@ -139,6 +142,7 @@ class CallTimer:
         )
 
 
-def spread(samples: list[float]) -> float:
+def precise(samples: list[float], target: float) -> bool:
+    """Whether the median of `samples` is known to within `target` of itself (95% interval of the median)."""
     stats = summarise(samples)
-    return stats["iqr_us"] / stats["median_us"] if stats["median_us"] > 0 else 0.0
+    return stats["median_us"] > 0 and 1.57 * stats["iqr_us"] / math.sqrt(len(samples)) <= target * stats["median_us"]
