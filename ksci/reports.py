@@ -29,7 +29,7 @@ TAIL_FRACTION = 0.10
 # parent's interpreter hands its lock from thread to thread every 5 ms).
 PARENT_CLOCK_SLACK_US = 20000.0
 # Full checks of timed outputs: at least this many per shape (every one where fewer calls were timed).
-CHECKED_LEAST = 8
+CHECKED_LEAST = 6
 # Timing distributions an honest kernel does not produce (distribution_doubts).
 IQR_OVER_MEDIAN = 1.0
 GROUP_RATIO = 1.5  # two groups of call times at least this far apart ...
