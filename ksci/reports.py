@@ -22,8 +22,8 @@ CLOCK_TOLERANCE = 1.02
 # reports less than the call took, or work on another stream). A 2x lie on the timer is an excess of the median.
 GAP_FLOOR_US = 30.0
 GAP_FRACTION = 0.25
-TAIL_FLOOR_US = 20.0
-TAIL_FRACTION = 0.10
+TAIL_FLOOR_US = 60.0
+TAIL_FRACTION = 0.25
 # The child's clock over one shape against the parent's: the time between the two report messages as they reach
 # the parent, which the child's code cannot touch (its pipe and the reading thread add milliseconds at most: the
 # parent's interpreter hands its lock from thread to thread every 5 ms).
@@ -33,7 +33,7 @@ CHECKED_LEAST = 6
 # Timing distributions an honest kernel does not produce (distribution_doubts).
 IQR_OVER_MEDIAN = 1.0
 GROUP_RATIO = 1.5  # two groups of call times at least this far apart ...
-GROUP_SHARE = 0.1  # ... each holding at least this share of the calls (and 3 of them)
+GROUP_SHARE = 0.25  # ... each holding at least this share of the calls (and 3 of them)
 
 _NUMBER = {"type": "number"}
 _INT = {"type": "integer"}

@@ -66,6 +66,14 @@ def test_a_spread_wider_than_the_median_is_doubted_without_two_groups():
     assert len(doubts) == 1 and "interquartile range" in doubts[0]
 
 
+def test_a_minority_of_slow_calls_is_not_a_group():
+    """Seen on an H100 from an honest kernel: 10 of 70 calls about 3x slower than the rest (a cheat that profits
+    in the median must make more than half its calls fast, so a slow minority is no sign of one)."""
+    samples = list(_by("fp8_gemm seed:mma", "1024x4096x512")["samples_us"])[:70]
+    samples = [t * 2.9 if i % 7 == 3 else t for i, t in enumerate(samples)]
+    assert distribution_doubts(samples) == []
+
+
 def test_a_single_slow_outlier_is_not_a_group():
     samples = list(_by("fp8_gemm seed:mma", "6144x4608x7168")["samples_us"])
     samples[7] *= 3  # one call held up (a clock hiccup): under 10% of the calls
