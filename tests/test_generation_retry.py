@@ -138,8 +138,18 @@ def _failed(failing: dict[str, Path], run: str) -> tuple[dict, dict]:
 
 
 def _press_retry(page: Page) -> None:
-    """On a flow run's page: Retry, and Retry again in the dialog that asks "Retry <name>?"."""
-    page.click("Retry")
+    """On a flow run's page: Retry, and Retry again in the dialog that asks "Retry <name>?".
+
+    A click that lands while the page is still being built can go unheard (seen once in CI on 2 busy cores: the
+    button was shown, no dialog came), so the first Retry is pressed again until the dialog opens."""
+    for attempt in range(5):
+        page.click("Retry")
+        try:
+            page.wait_for("!!document.querySelector('.p-modal')", 10, "the dialog")
+            break
+        except AssertionError:
+            if attempt == 4:
+                raise
     page.click("Retry", selector=".p-modal button")
     page.wait_for("!document.querySelector('.p-modal')", 30, "the dialog closed")
 
