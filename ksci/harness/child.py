@@ -253,8 +253,9 @@ class Session:
         """Time the candidate on one shape; every timed call gets input values of its own and a poisoned output.
 
         Warm-up runs on an input set that is never timed (and is checked). Then batches: a batch is a set of new
-        input sets with fresh random seeds, made and poisoned outside the timed region, each given to exactly one
-        timed call (CallTimer: one call at a time, the device idle between calls). After the batch every output is
+        input sets with fresh random seeds, each made and poisoned just before its one timed call, outside the timed
+        region (CallTimer: one call at a time, the device idle between calls), so that no call can find another's
+        inputs in memory. After the batch every output is
         looked at for poison, and CHECKED_PER_BATCH of them, drawn at random once the batch has run, are checked in
         full against the reference. So no timed call can profit from another one: a call that skips its work
         leaves poison or a wrong answer behind, and which outputs are checked cannot be known in advance.
@@ -276,9 +277,12 @@ class Session:
         batches = 0
         start = time.monotonic()
         while len(samples) < self.policy.max_reps:
-            cases = [self.case(shape, _UNPREDICTABLE.randrange(2**62), keep_pristine=False) for _ in range(batch)]
-            torch.cuda.synchronize()
-            for case in cases:
+            cases = []
+            for _ in range(batch):
+                # Drawn just before its call: no call can find a later call's inputs in memory and work ahead.
+                case = self.case(shape, _UNPREDICTABLE.randrange(2**62), keep_pristine=False)
+                cases.append(case)
+                torch.cuda.synchronize()  # the drawing is done before the host clock starts
                 call = timer(lambda case=case: self.candidate(case.tensors, shape, self.stream))
                 samples.append(call.kernel_us)
                 gaps.append(call.gap_us)
