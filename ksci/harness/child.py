@@ -255,9 +255,8 @@ class Session:
         Warm-up runs on an input set that is never timed (and is checked). Then batches: a batch is a set of new
         input sets with fresh random seeds, each made and poisoned just before its one timed call, outside the timed
         region (CallTimer: one call at a time, the device idle between calls), so that no call can find another's
-        inputs in memory. After the batch every output is
-        looked at for poison, and CHECKED_PER_BATCH of them, drawn at random once the batch has run, are checked in
-        full against the reference. So no timed call can profit from another one: a call that skips its work
+        inputs in memory. After the batch every output is looked at for poison, and CHECKED_PER_BATCH of them,
+        drawn at random once the batch has run, are checked in full against the reference. So no timed call can profit from another one: a call that skips its work
         leaves poison or a wrong answer behind, and which outputs are checked cannot be known in advance.
         """
         self.reporter.send("shape", key=shape_key(shape))
@@ -272,7 +271,7 @@ class Session:
         idle = timer.calibrate()
         batch = self.batch_size(warm)
         del warm
-        samples, checked, calls = [], 0, 0
+        samples, checked = [], 0
         gaps, tails, syncs, flushes = [], [], [], []
         batches = 0
         start = time.monotonic()
@@ -289,7 +288,6 @@ class Session:
                 tails.append(call.tail_us)
                 syncs.append(call.sync_us)
                 flushes.append(call.flush_us)
-            calls += len(cases)
             batches += 1
             draws = CHECKED_PER_BATCH if batches <= CHECKED_BATCHES else 1
             sampled = set(_UNPREDICTABLE.sample(range(len(cases)), min(draws, len(cases))))
@@ -301,14 +299,14 @@ class Session:
             del cases
             if (
                 len(samples) >= self.policy.min_reps
-                and calls >= 2 * batch
+                and len(samples) >= 2 * batch
                 and (precise(samples, self.policy.target_precision) or time.monotonic() - start > self.policy.budget_s)
             ):
                 break
         timing = {
             "kernel": summarise(samples),
             "integrity": {
-                "calls": calls,
+                "calls": len(samples),
                 "checked": checked,
                 "flush_us": statistics.median(flushes),
                 "gap_us": statistics.median(gaps),
