@@ -88,6 +88,17 @@ def test_every_shipped_cuda_kernel_passes_and_every_cheat_is_refused(tmp_path):
 
 
 @pytest.mark.nvcc
+def test_a_plain_device_helper_passes(tmp_path):
+    """nvcc gives every non-inline __device__ function a host stub that calls exit: an honest kernel with such a
+    helper (the commonest way to write one) must pass, and did not before exit was allowed."""
+    source = KERNEL.format(prelude="__device__ float twice(float v) { return 2.0f * v; }", body="").replace(
+        "x[threadIdx.x] = 1.0f", "x[threadIdx.x] = twice(1.0f)"
+    )
+    result = check_library(_build(tmp_path, "device_helper", source), "cuda")
+    assert "exit" in result.imports and result.ok, result.message
+
+
+@pytest.mark.nvcc
 def test_a_refused_library_is_a_rejected_candidate_never_loaded(tmp_path):
     """compile_candidate, the one path every compile takes, turns a refused library into `rejected`.
 
