@@ -1,10 +1,14 @@
-"""The parts of the compile, verify and benchmark tasks' cache keys that are not their inputs.
+"""The parts of the tasks' cache keys that are not their inputs (compile, verify, benchmark, render, compose,
+hypothesize).
 
 Prefect keys a task on its inputs and its own source (INPUTS + TASK_SOURCE). A verdict also depends on code and
 files that are no input: the harness that verifies and times, the problem's spec and reference, the GPU and its
 driver; a compile on the screen, the library check and the toolchain. Left out of the key, `ksci evolve --run RUN`
 replayed verdicts that an older harness gave (an `ok` a newer one refuses). The GPU ids (`gpus`) are left out on
-purpose: which free GPU of the same host ran a candidate does not change its verdict.
+purpose: which free GPU of the same host ran a candidate does not change its verdict. Likewise a rendered or
+composed source depends on the problem's template files, and a generation's proposals on the proposer's code and
+the problem's spec: without them in the key, a rerun after a template changed replayed the old source under the
+new template's name.
 """
 
 from __future__ import annotations
@@ -19,13 +23,14 @@ from typing import Any
 from prefect.cache_policies import INPUTS, TASK_SOURCE, CachePolicy
 from prefect.context import TaskRunContext
 
-from ksci.problem import kernels_dir
+from ksci.problem import problem_root
 from ksci.toolchain import ToolchainMissing, default_arch, find_toolchain
 
 KSCI = Path(__file__).resolve().parent.parent / "ksci"
 # What decides a verdict once the library exists (each counted where it exists).
 HARNESS_CODE = (
     "harness/*.py",
+    "importers/runtime.py",  # what an imported problem's reference.py runs
     "evaluate.py",
     "reports.py",
     "screen.py",
@@ -38,6 +43,11 @@ HARNESS_CODE = (
 # What decides a compile's result: the screen, the library check, the compile step itself.
 COMPILE_CODE = ("screen.py", "libcheck.py", "compile.py", "evaluate.py", "toolchain.py", "hipify.py", "results.py")
 PROBLEM_FILES = ("problem.yaml", "reference.py")
+# What decides a rendered (or composed) source besides the point: the problem's templates and spec.
+TEMPLATE_FILES = ("problem.yaml", "templates/**/*")
+RENDER_CODE = ("render.py", "compose.py", "problem.py")
+# What decides a generation's proposals besides the population: the proposer's code.
+PROPOSER_CODE = ("propose.py", "per_shape.py", "compose.py", "constraints.py", "problem.py")
 
 
 def hash_files(root: Path, patterns: tuple[str, ...]) -> str:
@@ -58,7 +68,21 @@ def compile_code_hash() -> str:
 
 
 def problem_hash(problem: str) -> str:
-    return hash_files(kernels_dir() / problem, PROBLEM_FILES)
+    root = problem_root(problem)
+    return hash_files(root, PROBLEM_FILES) if root else "no such problem"
+
+
+def render_code_hash() -> str:
+    return hash_files(KSCI, RENDER_CODE)
+
+
+def proposer_code_hash() -> str:
+    return hash_files(KSCI, PROPOSER_CODE)
+
+
+def template_hash(problem: str) -> str:
+    root = problem_root(problem)
+    return hash_files(root, TEMPLATE_FILES) if root else "no such problem"
 
 
 def gpu_identity(target: str, simulate: str | None) -> str:
@@ -120,6 +144,24 @@ class CompileCode(CachePolicy):
         return _digest(compile_code_hash(), toolchain)
 
 
+class TemplateCode(CachePolicy):
+    """Keys a render or compose task on the problem's template files and the renderer's code."""
+
+    def compute_key(
+        self, task_ctx: TaskRunContext, inputs: dict[str, Any], flow_parameters: dict[str, Any], **kwargs: Any
+    ) -> str:
+        return _digest(render_code_hash(), template_hash(inputs["problem"]))
+
+
+class ProposerCode(CachePolicy):
+    """Keys the hypothesize task on the proposer's code and the problem's templates and spec."""
+
+    def compute_key(
+        self, task_ctx: TaskRunContext, inputs: dict[str, Any], flow_parameters: dict[str, Any], **kwargs: Any
+    ) -> str:
+        return _digest(proposer_code_hash(), template_hash(inputs["problem"]))
+
+
 def _digest(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
@@ -127,3 +169,5 @@ def _digest(*parts: str) -> str:
 # The GPU ids are no part of a verdict: a rerun on other GPUs of the same host reuses every verdict.
 VERDICT_CACHE = INPUTS - "gpus" + TASK_SOURCE + VerdictCode()
 COMPILE_CACHE = INPUTS + TASK_SOURCE + CompileCode()
+RENDER_CACHE = INPUTS + TASK_SOURCE + TemplateCode()
+PROPOSAL_CACHE = INPUTS + TASK_SOURCE + ProposerCode()

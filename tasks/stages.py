@@ -3,8 +3,8 @@
 Caching: a task's result is keyed by its inputs and its source (INPUTS + TASK_SOURCE), and persisted under
 data/prefect, so rerunning a generation reuses every compile, verification and benchmark that finished. The
 compile, verify and benchmark tasks are keyed also on what decides their result beyond their inputs (the
-screen's, harness's and problem's files, the toolchain, the host's GPU model and driver), and not on the GPU ids:
-tasks/cache_keys.py.
+screen's, harness's and problem's files, the toolchain, the host's GPU model and driver), and not on the GPU ids;
+render and compose on the problem's templates, hypothesize on the proposer's code: tasks/cache_keys.py.
 Timeouts: foreign code only ever runs in subprocesses with their own hard timeouts (the compiler's, and the
 harness's process-group kill), because Prefect's task timeout cannot interrupt a task in a worker thread.
 Retries: only for EnvironmentProblem (a harness that could not start, a GPU that went away); a compile error or
@@ -39,7 +39,7 @@ from ksci.render import render_kernel
 from ksci.results import CompileResult, Status, Verdict
 from ksci.select import Selection, select_parents
 from ksci.simulate import Simulator
-from tasks.cache_keys import COMPILE_CACHE, VERDICT_CACHE
+from tasks.cache_keys import COMPILE_CACHE, PROPOSAL_CACHE, RENDER_CACHE, VERDICT_CACHE
 from tasks.gpu import START_AHEAD, any_free_gpu
 
 CACHED = INPUTS + TASK_SOURCE
@@ -78,7 +78,7 @@ def select(strategy: str, population: pd.DataFrame, count: int, seed: int) -> li
     return select_parents(strategy, population, count, seed)
 
 
-@task(name="hypothesize", cache_policy=CACHED)
+@task(name="hypothesize", cache_policy=PROPOSAL_CACHE)
 def hypothesize(
     problem: str,
     dialect: str,
@@ -91,7 +91,7 @@ def hypothesize(
     return propose_tuning(load_problem(problem), dialect, population, selections, count, seed, in_flight)
 
 
-@task(name="render", cache_policy=CACHED)
+@task(name="render", cache_policy=RENDER_CACHE)
 def render(problem: str, dialect: str, template: str, params: dict) -> str:
     return render_kernel(load_problem(problem).template(dialect, template), params)
 

@@ -54,6 +54,31 @@ def test_the_problem_hash_follows_its_spec_and_reference(tmp_path, monkeypatch):
         before = cache_keys.problem_hash("fp8_gemm")
 
 
+def test_the_template_hash_follows_the_templates_and_spec_not_the_prose(tmp_path, monkeypatch):
+    kernels = tmp_path / "kernels"
+    shutil.copytree(Path(__file__).parent.parent / "kernels" / "fp8_gemm", kernels / "fp8_gemm")
+    monkeypatch.setenv("KSCI_KERNELS_DIR", str(kernels))
+    before = cache_keys.template_hash("fp8_gemm")
+    (kernels / "fp8_gemm" / "knowledge.md").write_text("prose\n")
+    assert cache_keys.template_hash("fp8_gemm") == before
+    for name in ("templates/cuda/wgmma_core.cu.j2", "templates/hip/mfma_fp8.hip.j2", "problem.yaml"):
+        path = kernels / "fp8_gemm" / name
+        path.write_text(path.read_text() + "\n// changed\n")
+        assert cache_keys.template_hash("fp8_gemm") != before, name
+        before = cache_keys.template_hash("fp8_gemm")
+
+
+def test_the_proposer_hash_follows_the_proposer_code(tmp_path, monkeypatch):
+    copy = tmp_path / "ksci"
+    shutil.copytree(cache_keys.KSCI, copy)
+    monkeypatch.setattr(cache_keys, "KSCI", copy)
+    before, render = cache_keys.proposer_code_hash(), cache_keys.render_code_hash()
+    (copy / "propose.py").write_text((copy / "propose.py").read_text() + "\n# changed\n")
+    assert cache_keys.proposer_code_hash() != before and cache_keys.render_code_hash() == render
+    (copy / "render.py").write_text((copy / "render.py").read_text() + "\n# changed\n")
+    assert cache_keys.render_code_hash() != render
+
+
 def test_the_gpu_identity_names_the_simulators_recording_or_the_host():
     assert cache_keys.gpu_identity("cuda", "/x/r.json") == "simulator:r.json" != cache_keys.gpu_identity("cuda", "")
     host = cache_keys.gpu_identity("cuda", None)
@@ -87,8 +112,13 @@ class TestReruns:
     def _pinned_code(self, monkeypatch):
         """The code hashes as they are now: a file edited elsewhere while the test runs does not change a key."""
         harness, compiling = cache_keys.harness_code_hash(), cache_keys.compile_code_hash()
+        proposer, render = cache_keys.proposer_code_hash(), cache_keys.render_code_hash()
+        templates = cache_keys.template_hash("fp8_gemm")
         monkeypatch.setattr(cache_keys, "harness_code_hash", lambda: harness)
         monkeypatch.setattr(cache_keys, "compile_code_hash", lambda: compiling)
+        monkeypatch.setattr(cache_keys, "proposer_code_hash", lambda: proposer)
+        monkeypatch.setattr(cache_keys, "render_code_hash", lambda: render)
+        monkeypatch.setattr(cache_keys, "template_hash", lambda problem: templates)
 
     @staticmethod
     def _count_phases(monkeypatch) -> list[tuple[str, ...]]:
@@ -136,3 +166,23 @@ class TestReruns:
         phases = self._count_phases(monkeypatch)
         again = self._run(tmp_path, "reference", ["0"])
         assert again["benchmark_cache_hits"] == 0 and phases.count(("verify",)) == again["benchmarked"] > 0
+
+    def test_a_changed_template_re_renders_and_re_proposes(self, tmp_path, monkeypatch):
+        """A rerun after a template changed renders its points again (it replayed the old source before)."""
+        import tasks.stages as stages
+
+        first = self._run(tmp_path, "template", ["0"])
+        rendered: list[str] = []
+        render = stages.render_kernel
+
+        def counted(template, params=None):
+            rendered.append(template.name)
+            return render(template, params)
+
+        monkeypatch.setattr(stages, "render_kernel", counted)
+        self._run(tmp_path, "template", ["0"])
+        assert rendered == []  # unchanged: every render replayed from the cache
+        digest = f"changed-{uuid.uuid4()}"
+        monkeypatch.setattr(cache_keys, "template_hash", lambda problem: digest)
+        again = self._run(tmp_path, "template", ["0"])
+        assert len(rendered) == first["candidates"] == again["candidates"] > 0
