@@ -22,7 +22,15 @@ from ksci.evaluate import (
     visible_gpus,
 )
 from ksci.hipify import find_hipify, hipify_source
-from ksci.problem import DIALECT_OF_TARGET, TARGETS, ProblemError, has_entry_point, list_problems, load_problem
+from ksci.problem import (
+    DIALECT_OF_TARGET,
+    TARGETS,
+    ProblemError,
+    has_entry_point,
+    list_problems,
+    load_problem,
+    register_problem_dir,
+)
 from ksci.render import render_kernel
 from ksci.results import Status
 from ksci.summary import format_evolution, format_verdict
@@ -129,6 +137,16 @@ def build_parser() -> argparse.ArgumentParser:
     _run_and_store(p)
     p.set_defaults(handler=cmd_status)
 
+    p = sub.add_parser("import", help="write a problem folder from a KernelBench file or a gpu-mode task")
+    p.add_argument("format", choices=("kernelbench", "gpumode"))
+    p.add_argument(
+        "source", type=Path, help="KernelBench: FILE.py; gpu-mode: the task's folder (task.yml, reference.py)"
+    )
+    p.add_argument("--name", help="the problem's name (default: the file's or folder's name)")
+    p.add_argument("--dest", type=Path, help="folder to write it to (default: kernels/); every command then finds it")
+    p.add_argument("--force", action="store_true", help="replace a problem of that name in --dest")
+    p.set_defaults(handler=cmd_import)
+
     p = sub.add_parser("port", help="convert a CUDA kernel to HIP (hipify-clang, else hipify-perl)")
     p.add_argument("file", type=Path)
     p.add_argument("-o", "--output", type=Path, help="where to write the HIP source (default: FILE.hip)")
@@ -220,6 +238,12 @@ def cmd_evolve(args) -> int:
             "(--simulate replays recorded timings, for trying the loop out)"
         )
     proposer, llm = _proposer(args)
+    if proposer == "tuning":
+        from ksci.propose import needs_template
+
+        missing = needs_template(load_problem(args.problem), DIALECT_OF_TARGET[args.target])
+        if missing:
+            raise UsageError(missing)
     from flows.pipeline import OVERLAP_RULE, overlap_allowed  # no Prefect in it: checked before Prefect starts
 
     if args.overlap is not None and not overlap_allowed(args.overlap, proposer):
@@ -341,6 +365,24 @@ def _gpus(args) -> list[str]:
             raise UsageError(f"--gpus {args.gpus!r}: expected GPU indices such as 0,1")
         return gpus
     return ["0"] if args.simulate is not None else visible_gpus(args.target)
+
+
+def cmd_import(args) -> int:
+    from ksci.importers.common import ImportFailure
+    from ksci.importers.gpumode import import_gpumode
+    from ksci.importers.kernelbench import import_kernelbench
+
+    importer = import_kernelbench if args.format == "kernelbench" else import_gpumode
+    result = importer(args.source, name=args.name, dest=args.dest, replace=args.force)
+    if isinstance(result, ImportFailure):
+        raise UsageError(f"cannot import {args.source}: {result}")
+    if args.dest:
+        register_problem_dir(args.dest)
+    print(f"wrote {result.root} ({result.tests} test and {result.benchmarks} benchmark shapes)")
+    for note in result.notes:
+        print(f"  {note}")
+    print(f"  ksci problems lists it as {result.name}; it has no seed template (docs/problem-format.md)")
+    return EXIT_OK
 
 
 def cmd_port(args) -> int:

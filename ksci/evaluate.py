@@ -23,7 +23,7 @@ from ksci.compile import compile_source
 from ksci.hipify import hipify_source, looks_like_cuda
 from ksci.isolate import Child, ChildOutcome
 from ksci.libcheck import check_library
-from ksci.problem import Problem, has_entry_point, kernels_dir, shape_key
+from ksci.problem import Problem, has_entry_point, problem_dirs, shape_key
 from ksci.reports import CLOCK_TOLERANCE, timing_doubts, validate_message
 from ksci.results import CheckResult, CompileResult, ShapeTiming, Status, Timing, Verdict, geomean
 from ksci.roofline import peaks_for, speed_of_light_us
@@ -350,7 +350,7 @@ def child_environment(scratch: Path) -> dict[str, str]:
     """
     env = {name: value for name, value in os.environ.items() if _allowed(name)}
     env.update(
-        KSCI_KERNELS_DIR=str(kernels_dir()),
+        KSCI_KERNELS_DIR=os.pathsep.join(str(d) for d in problem_dirs()),
         PYTHONUNBUFFERED="1",
         PYTHONDONTWRITEBYTECODE="1",
         HOME=str(scratch),

@@ -88,6 +88,13 @@ class Problem:
         spec.loader.exec_module(module)
         return module
 
+    def reference_text(self) -> str:
+        """reference.py, and for an imported problem the Python sources it adapts (imported/): what the LLM reads."""
+        text = (self.root / "reference.py").read_text()
+        for path in sorted((self.root / "imported").glob("*.py")):
+            text += f"\n\n# ---- imported/{path.name} ----\n{path.read_text()}"
+        return text
+
     def solutions(self, kind: str) -> list[Path]:
         """Known-good (`correct`), known-bad (`wrong`) or cheating (`adversarial`) kernels shipped with the problem."""
         folder = self.root / "solutions" / kind
@@ -95,19 +102,55 @@ class Problem:
 
 
 def kernels_dir() -> Path:
-    return Path(os.environ.get("KSCI_KERNELS_DIR", PROJECT_ROOT / "kernels"))
+    """The first folder of the search path: where `ksci import` writes by default."""
+    return problem_dirs()[0]
+
+
+# Folders that `ksci import --dest DIR` wrote problems to, one a line: searched after kernels/ (generated output).
+REGISTRY = PROJECT_ROOT / "data" / "problem_dirs"
+
+
+def problem_dirs() -> list[Path]:
+    """Where problems are looked for, in order: KSCI_KERNELS_DIR (folders separated by os.pathsep) when set;
+    else kernels/ and then the folders `ksci import --dest` registered in data/problem_dirs."""
+    override = os.environ.get("KSCI_KERNELS_DIR")
+    if override:
+        return [Path(p) for p in override.split(os.pathsep) if p]
+    registered = REGISTRY.read_text().splitlines() if REGISTRY.is_file() else []
+    folders = [PROJECT_ROOT / "kernels", *(Path(line) for line in registered if line.strip())]
+    return list(dict.fromkeys(folders))
+
+
+def register_problem_dir(folder: Path) -> None:
+    """Make the problems in `folder` known to every command (ksci import --dest); a no-op when already searched."""
+    folder = folder.resolve()
+    if folder in [d.resolve() for d in problem_dirs()]:
+        return
+    if os.environ.get("KSCI_KERNELS_DIR"):
+        return  # the caller chose the search path; the registry would not be read
+    REGISTRY.parent.mkdir(parents=True, exist_ok=True)
+    with REGISTRY.open("a") as fh:
+        fh.write(f"{folder}\n")
+
+
+def problem_root(name: str) -> Path | None:
+    """The folder of problem `name`: the first on the search path that holds it, else None."""
+    for folder in problem_dirs():
+        if (folder / name / "problem.yaml").is_file():
+            return folder / name
+    return None
 
 
 def list_problems() -> list[str]:
-    return sorted(p.parent.name for p in kernels_dir().glob("*/problem.yaml"))
+    return sorted({p.parent.name for folder in problem_dirs() for p in folder.glob("*/problem.yaml")})
 
 
 def load_problem(name: str) -> Problem:
-    root = kernels_dir() / name
-    spec_path = root / "problem.yaml"
-    if not spec_path.is_file():
+    root = problem_root(name)
+    if root is None:
         known = ", ".join(list_problems()) or "none"
         raise ProblemError(f"unknown problem {name!r} (known: {known})")
+    spec_path = root / "problem.yaml"
     try:
         spec = yaml.safe_load(spec_path.read_text())
         return _problem_from_spec(spec, root)

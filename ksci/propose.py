@@ -135,10 +135,26 @@ def propose_tuning(
     return batch.proposals
 
 
+def needs_template(problem: Problem, dialect: str) -> str:
+    """Why the tuning proposer has nothing to tune on `problem` (it has no seed template in `dialect`), and where to
+    add one; empty when it has one. An imported problem starts without any (docs/problem-format.md)."""
+    if problem.templates_for(dialect):
+        return ""
+    suffix = {"cuda": ".cu.j2", "hip": ".hip.j2"}.get(dialect, ".j2")
+    return (
+        f"problem {problem.name!r} has no {dialect} seed template, and the tuning proposer tunes templates' "
+        f"parameters: add one as {problem.root}/templates/{dialect}/NAME{suffix} and list it under templates: "
+        f"{dialect}: in its problem.yaml (docs/problem-format.md), or let the LLM write generation 0 from the "
+        "reference (--proposer llm)"
+    )
+
+
 def space_note(problem: Problem, dialect: str, population: pd.DataFrame, proposals: list[Proposal]) -> str:
     """What a run has left to try: which families' feasible spaces are spent by the population and `proposals`
-    (this generation's and those in flight); empty when every family has room."""
+    (this generation's and those in flight); empty when every family has room. Without a template: why not."""
     templates = {t.name: t for t in problem.templates_for(dialect)}
+    if not templates:
+        return needs_template(problem, dialect)
     rows = _rows_of_dialect(population, dialect, templates)
     points = [(r["template"], _params_of(r, templates)) for _, r in rows.iterrows()]
     points += [(p.template, p.params) for p in proposals if not p.by_shape]

@@ -1,0 +1,264 @@
+"""`ksci import kernelbench FILE.py`: a KernelBench problem (class Model, get_inputs, get_init_inputs, module-level
+size constants) as a ksci problem folder.
+
+The mapping (docs/problem-format.md, "Imported problems"):
+- entry point `extern "C" int NAME(forward's inputs..., the model's parameters and floating-point buffers...,
+  out, the int constants..., void* stream)`; every tensor a raw pointer, contiguous (row-major);
+- the parameters are inputs drawn by generate_input: the model is built with its own initialisation under
+  torch.manual_seed(seed), so a kernel sees the weights a KernelBench run would;
+- shapes: the module's int constants. The benchmark is the file's own shape; the tests are a smaller shape (the
+  constants that size a tensor divided by 8, 4 or 2, plus one to leave a tail, where the model still runs) and the
+  benchmark shape;
+- tolerance: KernelBench's own (torch.allclose with atol = rtol = 1e-2); vendor: torch.compile, eager where that
+  fails.
+What cannot be mapped (several outputs, an input changed in place, randomness in forward, non-tensor inputs,
+unsupported dtypes) is an ImportFailure naming the construct; nothing is written then.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import inspect
+from pathlib import Path
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from ksci.importers import common
+from ksci.importers.common import ImportedProblem, ImportFailure, TensorSpec, Unmappable, tensor_spec
+from ksci.importers.runtime import DEVICE_NOTE, build_model, execute, seeded
+from ksci.problem import kernels_dir
+
+TOLERANCE = {"rtol": 1.0e-2, "atol": 1.0e-2}  # KernelBench: torch.allclose(output, ref, atol=1e-02, rtol=1e-02)
+SHRINK = (8, 4, 2)
+MIN_SIZE = 8  # constants below this (kernel sizes, strides, a reduced dim's index) are never shrunk
+TEST_SEEDS, BENCHMARK_SEED = (4242, 2121), 1001
+REQUIRED = ("Model", "get_inputs", "get_init_inputs")
+
+
+def import_kernelbench(
+    path: Path, name: str | None = None, dest: Path | None = None, replace: bool = False
+) -> ImportedProblem | ImportFailure:
+    try:
+        return _import(Path(path), name, Path(dest) if dest else kernels_dir(), replace)
+    except Unmappable as exc:
+        return exc.failure
+
+
+def _import(path: Path, requested: str | None, dest: Path, replace: bool) -> ImportedProblem:
+    text = _read(path)
+    name = common.problem_name(requested, path.stem)
+    ns = _execute(text, path)
+    ints = _int_constants(text, ns)
+    bench = dict(ints)
+    model, inputs, out, _flops = _probe(ns, bench)
+    names = _input_names(ns["Model"], len(inputs), set(ints))
+    params = _parameter_names(model, set(names) | set(ints))
+    output = "out" if "out" not in {*names, *params, *ints} else "output"
+    state = model.state_dict()
+    specs = [tensor_spec(n, t, "input") for n, t in zip(names, inputs, strict=True)]
+    specs += [tensor_spec(p, state[key], "parameter") for p, key in params.items()]
+    specs.append(tensor_spec(output, out, "output"))
+    sizes = {d for t in specs[:-1] for d in t.shape}
+    small = _smaller(ns, bench, sizes)
+    tests = [bench] if small is None else [small, bench]
+    _check_semantics(ns, tests[0], names, params)
+    rows = [_row(ns, shape, names, params) for shape in [bench, *tests[:-1]]]  # each shape once, the benchmark first
+    spec = _spec(name, path, text, ints, specs, names, params, output, tests, bench, rows)
+    roles = [{"role": "benchmark and test", **rows[0]}, *({"role": "test", **r} for r in rows[1:])]
+    files = {
+        "problem.yaml": common.dump_yaml(spec),
+        "reference.py": common.render("reference.py.j2", problem=spec, fmt="kernelbench", cls="KernelBenchReference"),
+        "README.md": common.render("README.md.j2", problem=spec, fmt="KernelBench", rows=roles, source=path.name),
+        f"imported/{path.name}": text,
+    }
+    root = common.write_problem(dest, name, files, replace)
+    notes = [f"parameters as inputs: {', '.join(f'{p} = {k}' for p, k in params.items())}"] if params else []
+    return ImportedProblem(name, root, len(spec["tests"]), len(spec["benchmarks"]), tuple(notes))
+
+
+def _read(path: Path) -> str:
+    if not path.is_file():
+        raise Unmappable("no such file", str(path))
+    text = path.read_text()
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as exc:
+        raise Unmappable("not Python", f"{path}: {exc}") from None
+    defined = {n.name for n in tree.body if isinstance(n, ast.ClassDef | ast.FunctionDef)}
+    missing = [n for n in REQUIRED if n not in defined]
+    if missing:
+        raise Unmappable("not a KernelBench file", f"{path} defines no {', '.join(missing)} at module level")
+    return text
+
+
+def _execute(text: str, path: Path) -> dict:
+    try:
+        return execute(text, str(path))
+    except Exception as exc:
+        raise Unmappable("the file does not run", f"{type(exc).__name__}: {exc}") from None
+
+
+def _int_constants(text: str, ns: dict) -> dict[str, int]:
+    """Module-level `NAME = <int>` assignments, in the file's order: the problem's shape keys."""
+    names = []
+    for node in ast.parse(text).body:
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        names += [t.id for t in targets if isinstance(t, ast.Name) and not t.id.startswith("_")]
+    ints = {n: ns[n] for n in dict.fromkeys(names) if type(ns.get(n)) is int}
+    if not ints:
+        raise Unmappable("no size constants", "the file has no module-level int constants to make the shape of")
+    too_big = [f"{n} = {v}" for n, v in ints.items() if not -(2**31) <= v < 2**31]
+    if too_big:
+        raise Unmappable("constant beyond int32", f"{', '.join(too_big)}: the entry point takes ints")
+    return ints
+
+
+def _probe(ns: dict, shape: dict, device: str = "meta"):
+    """The model, inputs and output at `shape` on meta tensors (on the CPU where an op has no meta kernel)."""
+    try:
+        model, inputs = build_model(ns, shape, device)
+        for i, value in enumerate(inputs):
+            if not isinstance(value, torch.Tensor):
+                raise Unmappable("non-tensor input", f"get_inputs()[{i}] is a {type(value).__name__}, not a tensor")
+        with torch.no_grad(), FlopCounterMode(display=False) as counter:
+            out = model(*inputs)
+    except Unmappable:
+        raise
+    except Exception as exc:
+        if device == "meta":
+            return _probe(ns, shape, "cpu")
+        raise Unmappable("the model does not run", f"at {shape}: {type(exc).__name__}: {exc}") from None
+    if isinstance(out, tuple | list | dict):
+        raise Unmappable(
+            "several outputs",
+            f"forward returns {len(out)} values ({type(out).__name__}); one output tensor is supported",
+        )
+    if not isinstance(out, torch.Tensor):
+        raise Unmappable("non-tensor output", f"forward returns a {type(out).__name__}")
+    return model, inputs, out, counter.get_total_flops()
+
+
+def _input_names(model_class, count: int, taken: set[str]) -> list[str]:
+    parameters = list(inspect.signature(model_class.forward).parameters.values())[1:]
+    named = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = named[:count] + [f"in{i}" for i in range(len(named), count)]
+    return [n if n not in taken else f"in_{n}" for n in map(common.c_identifier, names)]
+
+
+def _parameter_names(model: torch.nn.Module, taken: set[str]) -> dict[str, str]:
+    """C name -> state_dict key, for the floating-point parameters and buffers (integer buffers stay the model's)."""
+    names = {}
+    for key, tensor in model.state_dict().items():
+        if tensor.is_floating_point():
+            name = common.c_identifier(key)
+            names[name if name not in taken | set(names) else f"p_{name}"] = key
+    return names
+
+
+def _smaller(ns: dict, bench: dict, sizes: set[int]) -> dict | None:
+    """A smaller shape for the tests: the constants that size a tensor shrunk, where the model still runs."""
+    keys = [k for k, v in bench.items() if v >= MIN_SIZE and v in sizes]
+    for factor in SHRINK:
+        for tail in (1, 0):
+            shape = {k: (v // factor + tail if k in keys else v) for k, v in bench.items()}
+            if shape == bench:
+                continue
+            try:
+                _probe(ns, shape)
+            except Unmappable:
+                continue
+            return shape
+    return None
+
+
+def _check_semantics(ns: dict, shape: dict, names: list[str], params: dict) -> None:
+    """On the CPU: forward must leave its inputs and parameters alone and give the same output twice."""
+    with seeded(7, "cpu"):
+        torch.manual_seed(7)
+        model, inputs = build_model(ns, shape, "cpu")
+        parameters = dict(model.named_parameters())
+        watched = {
+            **dict(zip(names, inputs, strict=True)),
+            **{p: parameters[k] for p, k in params.items() if k in parameters},
+        }
+        before = {n: t.detach().clone() for n, t in watched.items()}
+        with torch.no_grad():
+            torch.manual_seed(1)
+            first = model(*inputs)
+            changed = [n for n, t in watched.items() if not torch.equal(t.detach(), before[n])]
+            if changed:
+                raise Unmappable("in-place semantics", f"forward modifies {', '.join(changed)} in place")
+            torch.manual_seed(2)
+            second = model(*inputs)
+    if not torch.allclose(first, second, rtol=0, atol=0, equal_nan=True):
+        raise Unmappable(
+            "randomness inside forward",
+            "two calls on the same inputs differ (dropout in training mode, torch.rand...): no fixed reference",
+        )
+
+
+def _row(ns: dict, shape: dict, names: list[str], params: dict) -> dict:
+    model, inputs, out, flops = _probe(ns, shape)
+    state = model.state_dict()
+    tensors = {**dict(zip(names, inputs, strict=True)), **{p: state[k] for p, k in params.items()}}
+    moved = sum(t.numel() * t.element_size() for t in [*tensors.values(), out])
+    return {
+        "shape": dict(shape),
+        "inputs": {n: list(t.shape) for n, t in tensors.items()},
+        "output": list(out.shape),
+        "flops": int(flops),
+        "bytes": int(moved),
+    }
+
+
+def _spec(name, path, text, ints, specs: list[TensorSpec], names, params, output, tests, bench, rows) -> dict:
+    dtypes = {t.name: t.dtype for t in specs}
+    largest = max(specs, key=lambda t: torch.Size(t.shape).numel())
+    constants = ", ".join(f"{k} = {v}" for k, v in ints.items())
+    described = "\n".join(
+        f"  {t.name}: {t.dtype}, dims {list(t.shape)} at the benchmark shape"
+        + (f" (the model's {params[t.name]})" if t.name in params else "")
+        for t in specs
+    )
+    description = (
+        f"KernelBench {path.name}: Model.forward as one kernel ({output} = forward({', '.join(names)})).\n"
+        f"The source is imported/{path.name}; its class Model is the specification. Every tensor is contiguous\n"
+        f"(row-major). The model's parameters are inputs, drawn by its own initialisation:\n{described}\n"
+        f"The shape is the file's int constants, passed as ints after the tensors (benchmark: {constants}).\n"
+    )
+    return {
+        "name": name,
+        "description": description,
+        "entry_point": {
+            "name": name,
+            "signature": common.signature(name, specs, [output], list(ints)),
+            "args": [*(t.name for t in specs), *ints, "stream"],
+            "outputs": [output],
+            "returns": "0 on success, else the runtime's error code (cudaError_t / hipError_t) of the launch",
+        },
+        "dtypes": {"cuda": dtypes, "rocm": dtypes},
+        "layouts": {
+            t.name: f"{' x '.join(map(str, t.shape)) or 'scalar'} at the benchmark shape, {t.layout}" for t in specs
+        },
+        "tolerance": dict(TOLERANCE),
+        "trials": 2,
+        "tests": [{**s, "seed": TEST_SEEDS[i % len(TEST_SEEDS)]} for i, s in enumerate(tests)],
+        "benchmarks": [{**bench, "seed": BENCHMARK_SEED}],
+        "ranking": "geomean",
+        "roofline": {"compute": common.SUPPORTED_DTYPES[largest.dtype]},
+        "templates": {},
+        "imported": {
+            "format": "kernelbench",
+            "source": path.name,
+            "sha256": hashlib.sha256(text.encode()).hexdigest(),
+            "rewritten": DEVICE_NOTE,
+            "vendor": "torch.compile of Model.forward; eager PyTorch where it fails",
+            "inputs": names,
+            "params": params,
+            "shapes": rows,
+        },
+    }

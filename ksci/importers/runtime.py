@@ -1,0 +1,281 @@
+"""What an imported problem's reference.py calls: the source it was imported from, run for the harness.
+
+An imported problem keeps its source verbatim under `imported/` (the sha256 in problem.yaml's `imported:` must
+match). The source is executed in a namespace of its own, with its device strings pointed at the harness's device
+(`on_device`), and adapted to the plain functions of docs/problem-format.md by KernelBenchReference and
+GpuModeReference. Both importers probe the sources through the same code, so what the import checked is what the
+harness runs. The table of shapes in `imported.shapes` (each shape's input and output dims, flops and bytes) lets
+`reference(inputs)` tell the shape from the inputs, which is all it is given.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sys
+import types
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+
+import torch
+import yaml
+
+_GENERATOR = re.compile(r"""torch\.Generator\(\s*(?:device\s*=\s*)?(["'])cuda(?::\d+)?\1\s*\)""")
+_CUDA_CALL = re.compile(r"\.cuda\(\)")
+_CUDA_STRING = re.compile(r"""(["'])cuda(?::\d+)?\1""")
+DEVICE_NOTE = "device strings 'cuda' and .cuda() point at the harness's device"
+
+
+def on_device(source: str) -> tuple[str, int]:
+    """The source with `torch.Generator(device="cuda")`, `.cuda()` and the string "cuda" pointed at the device the
+    caller chooses (_KSCI_DEVICE; meta and cpu get a CPU generator); and how many places were rewritten."""
+    source, a = _GENERATOR.subn("_ksci_generator()", source)
+    source, b = _CUDA_CALL.subn(".to(_KSCI_DEVICE)", source)
+    source, c = _CUDA_STRING.subn("_KSCI_DEVICE", source)
+    return source, a + b + c
+
+
+def execute(text: str, filename: str, modules: dict | None = None) -> dict:
+    """Run a source in a namespace of its own, on the CPU until set_device; `modules` are importable meanwhile."""
+    namespace: dict = {"__name__": f"ksci_imported_{Path(filename).stem}", "__file__": filename}
+    namespace["_KSCI_DEVICE"] = "cpu"
+
+    def _ksci_generator() -> torch.Generator:
+        device = torch.device(namespace["_KSCI_DEVICE"])
+        return torch.Generator() if device.type in ("cpu", "meta") else torch.Generator(device=device)
+
+    namespace["_ksci_generator"] = _ksci_generator
+    code = compile(on_device(text)[0], filename, "exec")
+    with _importable(modules or {}):
+        exec(code, namespace)
+    return namespace
+
+
+@contextmanager
+def _importable(modules: dict):
+    saved = {name: sys.modules.get(name) for name in modules}
+    sys.modules.update(modules)
+    try:
+        yield
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+
+
+def seeded(seed: int, device):
+    """torch's generators seeded with `seed` inside, restored after (the device's too)."""
+    device = torch.device(device)
+    devices = [device.index or 0] if device.type == "cuda" else []
+    return torch.random.fork_rng(devices=devices)
+
+
+class ImportedReference:
+    """The parts both formats share: the spec, the verified source, the shape table, the vendor's fallback."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.spec = yaml.safe_load((self.root / "problem.yaml").read_text())
+        self.meta = self.spec["imported"]
+        path = self.root / "imported" / self.meta["source"]
+        text = path.read_text()
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        if digest != self.meta["sha256"]:
+            raise ValueError(f"{path} changed since it was imported (sha256 {digest[:12]}): import it again")
+        self.text, self.path = text, path
+        self.outputs = list(self.spec["entry_point"]["outputs"])
+        self.compiled: dict = {}
+
+    def row(self, shape: dict) -> dict:
+        """The shape table's row of `shape` (its keys other than seed)."""
+        wanted = {k: v for k, v in shape.items() if k != "seed"}
+        for row in self.meta["shapes"]:
+            if row["shape"] == wanted:
+                return row
+        raise KeyError(f"shape {wanted} is not in the imported problem's table: import the problem again")
+
+    def row_of_inputs(self, inputs: dict) -> dict:
+        """The row whose input dims are those of `inputs`: the importer made them unique per shape."""
+        dims = {name: list(t.shape) for name, t in inputs.items() if name not in self.outputs}
+        for row in self.meta["shapes"]:
+            if row["inputs"] == dims:
+                return row
+        raise KeyError(f"no shape of the imported problem has inputs of these dims: {dims}")
+
+    def flops(self, shape: dict) -> float:
+        return float(self.row(shape)["flops"])
+
+    def bytes_moved(self, shape: dict) -> float:
+        return float(self.row(shape)["bytes"])
+
+    def vendor_call(self, key: str, eager, args: tuple):
+        """torch.compile of `eager` (once per shape), or `eager` itself where compiling or running it fails."""
+        compiled = self.compiled.get(key)
+        if compiled is None:
+            try:
+                compiled = torch.compile(eager, dynamic=False)
+                compiled(*args)
+            except Exception as exc:  # no compiler, an op inductor cannot lower: eager PyTorch is the baseline
+                print(f"vendor: torch.compile failed ({type(exc).__name__}); eager PyTorch instead", file=sys.stderr)
+                compiled = eager
+            self.compiled[key] = compiled
+        return compiled(*args)
+
+
+class KernelBenchReference(ImportedReference):
+    """A KernelBench file: Model(*get_init_inputs()), forward(*get_inputs()), module-level int constants as shape."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.ns = execute(self.text, str(self.path))
+        self.models: dict = {}
+
+    def set_shape(self, shape: dict, device) -> None:
+        self.ns.update({k: v for k, v in shape.items() if k != "seed"})
+        self.ns["_KSCI_DEVICE"] = str(device)
+
+    def build(self, shape: dict, device) -> tuple[torch.nn.Module, list]:
+        return build_model(self.ns, shape, device)
+
+    def generate_input(self, shape: dict, seed: int, target: str, device) -> dict:
+        with seeded(seed, device):
+            torch.manual_seed(seed)
+            model, inputs = self.build(shape, device)
+        tensors = dict(zip(self.meta["inputs"], inputs, strict=True))
+        state = model.state_dict()
+        tensors.update({name: state[key].detach() for name, key in self.meta["params"].items()})
+        dims = self.row(shape)["output"]
+        out = self.spec["dtypes"][target][self.outputs[0]]
+        tensors[self.outputs[0]] = torch.full(dims, float("nan"), dtype=getattr(torch, out), device=device)
+        return tensors
+
+    def _call(self, inputs: dict):
+        row = self.row_of_inputs(inputs)
+        device = next(iter(inputs.values())).device
+        key = f"{sorted(row['shape'].items())}@{device}"
+        model = self.models.get(key)
+        if model is None:
+            model, _ = self.build(row["shape"], device)
+            self.models[key] = model
+        self.set_shape(row["shape"], device)
+        state = {k: v.detach().clone() for k, v in model.state_dict(keep_vars=True).items()}  # updates land here
+        state.update({key: inputs[name] for name, key in self.meta["params"].items()})
+        args = tuple(inputs[name] for name in self.meta["inputs"])
+        return key, model, state, args
+
+    def reference(self, inputs: dict) -> dict:
+        _key, model, state, args = self._call(inputs)
+        with torch.no_grad():
+            return {self.outputs[0]: torch.func.functional_call(model, state, args)}
+
+    def vendor(self, inputs: dict):
+        key, model, state, args = self._call(inputs)
+
+        def forward(*args):
+            return torch.func.functional_call(model, state, args)
+
+        def run() -> dict:
+            with torch.no_grad():
+                return {self.outputs[0]: self.vendor_call(key, forward, args)}
+
+        return run
+
+
+def build_model(ns: dict, shape: dict, device) -> tuple[torch.nn.Module, list]:
+    """A KernelBench source's Model(*get_init_inputs()) and get_inputs() at `shape`, made on `device` (seed torch's
+    generators first for a deterministic draw)."""
+    ns.update({k: v for k, v in shape.items() if k != "seed"})
+    ns["_KSCI_DEVICE"] = str(device)
+    with torch.device(device):
+        model = ns["Model"](*ns["get_init_inputs"]())
+        inputs = list(ns["get_inputs"]())
+    return model, inputs
+
+
+class GpuModeReference(ImportedReference):
+    """A gpu-mode task: generate_input(**shape, seed) -> data, ref_kernel(data) -> output, check_implementation."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        task = self.root / "imported" / "task.py"
+        modules = {"utils": utils_module()}
+        if task.is_file():
+            modules["task"] = _module("task", execute(task.read_text(), str(task)))
+        self.ns = execute(self.text, str(self.path), modules)
+
+    def data(self, shape: dict, seed: int, device):
+        self.ns["_KSCI_DEVICE"] = str(device)
+        with seeded(seed, device):  # for a source that draws from torch's default generators
+            torch.manual_seed(seed)
+            data = self.ns["generate_input"](**{k: v for k, v in shape.items() if k != "seed"}, seed=seed)
+        return list(data) if isinstance(data, tuple | list) else [data]
+
+    def generate_input(self, shape: dict, seed: int, target: str, device) -> dict:
+        tensors = dict(zip(self.meta["data"], self.data(shape, seed, device), strict=True))
+        out = self.outputs[0]
+        if out not in tensors:  # ref_kernel returns a new tensor: the kernel gets a buffer for it
+            dtype = getattr(torch, self.spec["dtypes"][target][out])
+            tensors[out] = torch.full(self.row(shape)["output"], float("nan"), dtype=dtype, device=device)
+        return tensors
+
+    def _data(self, inputs: dict) -> tuple[str, tuple]:
+        row = self.row_of_inputs(inputs)
+        device = next(iter(inputs.values())).device
+        self.ns["_KSCI_DEVICE"] = str(device)
+        data = []
+        for name in self.meta["data"]:
+            if name in inputs and name not in self.outputs:
+                data.append(inputs[name])
+            else:  # the preallocated output: a new one, in its layout
+                dims, dtype = row["output"], getattr(torch, self.meta["output_dtype"])
+                flipped = self.meta["output_layout"] == "column-major"
+                fresh = torch.empty(dims[::-1] if flipped else dims, dtype=dtype, device=device)
+                data.append(fresh.t() if flipped else fresh)
+        packed = tuple(data) if self.meta["data_is_tuple"] else data[0]
+        return f"{sorted(row['shape'].items())}@{device}", packed
+
+    def reference(self, inputs: dict) -> dict:
+        _key, data = self._data(inputs)
+        with torch.no_grad():
+            return {self.outputs[0]: self.ns["ref_kernel"](data)}
+
+    def vendor(self, inputs: dict):
+        key, data = self._data(inputs)
+
+        def run() -> dict:
+            with torch.no_grad():
+                return {self.outputs[0]: self.vendor_call(key, self.ns["ref_kernel"], (data,))}
+
+        return run
+
+
+class MatchReference:
+    """What gpu-mode's utils.make_match_reference returns, standing in for it: the tolerance is what counts."""
+
+    def __init__(self, reference, rtol: float = 1e-05, atol: float = 1e-08) -> None:
+        self.reference, self.rtol, self.atol = reference, rtol, atol
+
+    def __call__(self, data, output):
+        expected = self.reference(data)
+        ok = torch.allclose(output.float(), expected.float(), rtol=self.rtol, atol=self.atol)
+        return ok, "" if ok else "mismatch"
+
+
+def utils_module() -> types.ModuleType:
+    """A stand-in for gpu-mode's utils.py with the names reference files import from it."""
+    return _module(
+        "utils",
+        {
+            "make_match_reference": lambda reference, **kwargs: MatchReference(reference, **kwargs),
+            "DeterministicContext": nullcontext,
+            "set_seed": torch.manual_seed,
+        },
+    )
+
+
+def _module(name: str, namespace: dict) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__dict__.update({k: v for k, v in namespace.items() if not k.startswith("__")})
+    return module
