@@ -147,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="replace a problem of that name in --dest")
     p.set_defaults(handler=cmd_import)
 
-    p = sub.add_parser("port", help="convert a CUDA kernel to HIP (hipify-clang, else hipify-perl)")
+    p = sub.add_parser("port", help="convert a CUDA kernel to HIP (hipify-clang, else hipify-perl, else torch's)")
     p.add_argument("file", type=Path)
     p.add_argument("-o", "--output", type=Path, help="where to write the HIP source (default: FILE.hip)")
     p.set_defaults(handler=cmd_port)
@@ -389,7 +389,10 @@ def cmd_port(args) -> int:
     source = _read_source(args.file)
     tools = find_hipify()
     if not tools:
-        raise ToolchainMissing("neither hipify-clang nor hipify-perl is on PATH (ROCm installs them in /opt/rocm/bin)")
+        raise ToolchainMissing(
+            "no CUDA-to-HIP converter: neither hipify-clang nor hipify-perl is on PATH (ROCm installs them in "
+            "/opt/rocm/bin), and torch (torch.utils.hipify) is not installed"
+        )
     result = hipify_source(source, tools)
     if not result.ok:
         print(f"ksci: cannot convert {args.file}:\n{result.log.strip()}", file=sys.stderr)

@@ -53,10 +53,9 @@ class EvaluationOptions:
 
 
 def evaluate_source(problem: Problem, source: str, options: EvaluationOptions) -> Verdict:
-    source, note = prepare_source(problem, source, options.target)
-    if source is None:
-        return Verdict(Status.COMPILE_ERROR, problem.name, options.target, message=note)
-    compiled = compile_candidate(source, options)
+    prepared = prepare(problem, source, options.target)
+    note = prepared.note
+    compiled = compile_candidate(prepared.source, options) if prepared.ok else unprepared_compile(prepared, options)
     verdict = Verdict(Status.COMPILED, problem.name, options.target, message=note, compile=compiled)
     verdict.fingerprint = host_fingerprint(compiled)
     if not compiled.ok:
@@ -111,17 +110,52 @@ def expected_reports(problem: Problem, options: EvaluationOptions) -> dict:
     return {"checks": checks, "timings": shapes}
 
 
-def prepare_source(problem: Problem, source: str, target: str) -> tuple[str | None, str]:
-    """Check the entry point; hipify CUDA code bound for ROCm. Returns (source or None, a note)."""
+@dataclass(frozen=True)
+class PreparedSource:
+    """A candidate's source as the compiler gets it: converted to HIP where CUDA is bound for ROCm. Not ok: `note`
+    says why it cannot be compiled (no entry point, a conversion that failed), `source` is as it came, and `log`
+    holds the converter's whole output."""
+
+    source: str
+    ok: bool
+    note: str = ""
+    log: str = ""
+
+
+def prepare(problem: Problem, source: str, target: str) -> PreparedSource:
+    """Check the entry point; hipify CUDA code bound for ROCm, naming the converter and what it left."""
     if not has_entry_point(source, problem.entry_name):
-        return None, f'the source does not define the entry point extern "C" {problem.entry_name}(...)'
+        return PreparedSource(
+            source, False, f'the source does not define the entry point extern "C" {problem.entry_name}(...)'
+        )
     if target == "rocm" and looks_like_cuda(source):
         converted = hipify_source(source)
         if not converted.ok:
-            return None, f"the source is CUDA and could not be converted to HIP: {converted.log.strip()[-500:]}"
+            last = (converted.log.strip().splitlines() or ["no output"])[-1]
+            return PreparedSource(
+                source, False, f"the source is CUDA and could not be converted to HIP: {last}", converted.log
+            )
         left = f"; left unconverted: {', '.join(converted.unconverted)}" if converted.unconverted else ""
-        return converted.source, f"converted from CUDA with {converted.tool}{left}"
-    return source, ""
+        return PreparedSource(converted.source, True, f"converted from CUDA with {converted.tool}{left}", converted.log)
+    return PreparedSource(source, True)
+
+
+def prepare_source(problem: Problem, source: str, target: str) -> tuple[str | None, str]:
+    """prepare(), as (source or None, note)."""
+    prepared = prepare(problem, source, target)
+    return (prepared.source if prepared.ok else None), prepared.note
+
+
+def unprepared_compile(prepared: PreparedSource, options: EvaluationOptions) -> CompileResult:
+    """The compile result of a source that never reached the compiler: the note first, then the converter's log."""
+    return CompileResult(
+        ok=False,
+        target=options.target,
+        arch=options.arch or "",
+        toolchain="",
+        command=[],
+        log=f"error: {prepared.note}\n{prepared.log}".strip(),
+    )
 
 
 def compile_candidate(source: str, options: EvaluationOptions) -> CompileResult:

@@ -25,12 +25,14 @@ from ksci.evaluate import (
     EnvironmentProblem,
     EvaluationOptions,
     Harness,
+    PreparedSource,
     compile_candidate,
     failed_compile_verdict,
     gpu_visible,
     harness_request,
-    prepare_source,
+    prepare,
     run_phases,
+    unprepared_compile,
 )
 from ksci.lineage import LineageStore, candidate_from_verdict, candidate_id_of
 from ksci.problem import load_problem
@@ -97,17 +99,25 @@ def render(problem: str, dialect: str, template: str, params: dict) -> str:
 
 
 @task(name="hipify", cache_policy=CACHED)
-def hipify(problem: str, source: str, target: str) -> str:
-    """CUDA bound for ROCm is converted; a source that cannot be converted goes on as it is and fails to compile."""
-    prepared, _note = prepare_source(load_problem(problem), source, target)
-    return prepared or source
+def hipify(problem: str, source: str, target: str) -> PreparedSource:
+    """CUDA bound for ROCm is converted; a source that cannot be (or lacks the entry point) comes back not ok, with
+    the converter's report, and the compile step fails it with that report instead of compiling it."""
+    return prepare(load_problem(problem), source, target)
 
 
 @task(name="compile", cache_policy=COMPILE_CACHE, tags=["compile"])
-def compile_kernel(source: str, target: str, arch: str | None, simulate: str | None) -> CompileResult:
+def compile_kernel(source: PreparedSource | str, target: str, arch: str | None, simulate: str | None) -> CompileResult:
+    options = EvaluationOptions(target=target, arch=arch)
+    if isinstance(source, PreparedSource) and not source.ok:
+        return unprepared_compile(source, options)
     if simulate is not None:
-        return Simulator(_recording(simulate)).compile(source, target, arch or "simulated")
-    return compile_candidate(source, EvaluationOptions(target=target, arch=arch))
+        return Simulator(_recording(simulate)).compile(text_of(source), target, arch or "simulated")
+    return compile_candidate(text_of(source), options)
+
+
+def text_of(source: PreparedSource | str) -> str:
+    """The text a later stage works on: the converted source, or the source as it came where it was not."""
+    return source.source if isinstance(source, PreparedSource) else source
 
 
 GPU_TASK = dict(
@@ -121,15 +131,20 @@ GPU_TASK = dict(
 
 @task(name="verify", **GPU_TASK)
 def verify_kernel(
-    problem: str, source: str, compiled: CompileResult, target: str, gpus: list[str], simulate: str | None
+    problem: str,
+    source: PreparedSource | str,
+    compiled: CompileResult,
+    target: str,
+    gpus: list[str],
+    simulate: str | None,
 ) -> Verdict:
-    return _run(problem, source, compiled, target, gpus, simulate, ("verify",))
+    return _run(problem, text_of(source), compiled, target, gpus, simulate, ("verify",))
 
 
 @task(name="benchmark", **GPU_TASK)
 def benchmark_kernel(
     problem: str,
-    source: str,
+    source: PreparedSource | str,
     compiled: CompileResult,
     verified: Verdict,
     target: str,
@@ -138,7 +153,7 @@ def benchmark_kernel(
 ) -> Verdict:
     if verified.status != Status.OK:
         return verified
-    timed = _run(problem, source, compiled, target, gpus, simulate, ("benchmark",))
+    timed = _run(problem, text_of(source), compiled, target, gpus, simulate, ("benchmark",))
     timed.checks = verified.checks + timed.checks
     timed.fingerprint["verify_gpu_window"] = verified.fingerprint.get("gpu_window")
     return timed
@@ -195,9 +210,13 @@ def log_failure(candidate_id: str, verdict: Verdict) -> None:
 
 
 @task(name="record")
-def record_candidate(store_root: str, meta: dict, source: str, source_path: str, verdict: Verdict) -> dict:
+def record_candidate(
+    store_root: str, meta: dict, source: PreparedSource | str, source_path: str, verdict: Verdict
+) -> dict:
     """Append the candidate's row as soon as it is done; idempotent, so a rerun never duplicates it."""
-    row = candidate_from_verdict(verdict, source_path=source_path, candidate_id=candidate_id_of(source), **meta)
+    row = candidate_from_verdict(
+        verdict, source_path=source_path, candidate_id=candidate_id_of(text_of(source)), **meta
+    )
     if verdict.status != Status.OK:
         log_failure(row.candidate_id, verdict)
     LineageStore(store_root).append([row])
@@ -205,8 +224,8 @@ def record_candidate(store_root: str, meta: dict, source: str, source_path: str,
 
 
 @task(name="store-source", cache_policy=CACHED)
-def store_source(store_root: str, source: str, suffix: str) -> str:
-    return LineageStore(store_root).put_source(source, suffix)
+def store_source(store_root: str, source: PreparedSource | str, suffix: str) -> str:
+    return LineageStore(store_root).put_source(text_of(source), suffix)
 
 
 def _recording(simulate: str):

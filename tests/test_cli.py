@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ksci import cli
 from ksci.evaluate import gpu_visible
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,14 +102,37 @@ def test_port_falls_back_to_hipify_perl_and_reports_leftovers(tmp_path):
     assert "left unconverted: cudaFuncSetAttribute" in out.stderr
 
 
-def test_port_without_hipify_is_an_environment_error(tmp_path):
+def test_port_without_hipify_tools_uses_torchs_converter(tmp_path):
     src = tmp_path / "k.cu"
-    src.write_text("__global__ void k() {}\n")
+    src.write_text(
+        "#include <cuda_runtime.h>\n__global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n"
+        'extern "C" int run(float* x, void* s) { k<<<1, 32, 0, (cudaStream_t)s>>>(x); return (int)cudaGetLastError(); }\n'
+    )
     env = dict(os.environ, PATH="/usr/bin:/bin")
     out = subprocess.run(
         ["/bin/sh", "-c", f"{sys.executable} -m ksci.cli port {src}"], capture_output=True, text=True, cwd=ROOT, env=env
     )
-    assert out.returncode == 3 and "neither hipify-clang nor hipify-perl" in out.stderr
+    assert out.returncode == 0, out.stderr
+    assert "converted with torch.utils.hipify" in out.stdout
+    converted = (tmp_path / "k.hip").read_text()
+    assert "hipStream_t" in converted and "hipGetLastError" in converted and "cuda" not in converted.replace("hip", "")
+
+
+def test_port_without_any_converter_is_an_environment_error(tmp_path, monkeypatch, capsys):
+    src = tmp_path / "k.cu"
+    src.write_text("__global__ void k() {}\n")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr("ksci.hipify._torch_available", lambda: False)
+    assert cli.main(["port", str(src)]) == 3
+    assert "no CUDA-to-HIP converter" in capsys.readouterr().err
+
+
+def test_port_of_inline_ptx_fails_with_the_construct_named(tmp_path):
+    src = tmp_path / "k.cu"
+    src.write_text('__global__ void k() {\n  asm volatile("wgmma.fence.sync.aligned;\\n" ::: "memory");\n}\n')
+    out = ksci("port", str(src))
+    assert out.returncode == 1 and "inline PTX wgmma (line 2) has no HIP equivalent" in out.stderr
+    assert not (tmp_path / "k.hip").exists()
 
 
 @pytest.mark.skipif(gpu_visible("cuda"), reason="checks the message given where there is no GPU")
