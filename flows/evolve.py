@@ -141,7 +141,7 @@ def _generation(
         return compiled, verified, benched, recorded
 
     note = ""
-    if proposer == "llm" and not population.empty:
+    if proposer == "llm" and (not population.empty or not load_problem(problem).templates_for(dialect)):
         if llm is None:
             raise ValueError("the llm proposer needs an LLM configuration")
         pending, note = llm_candidates(

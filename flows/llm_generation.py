@@ -65,28 +65,35 @@ def llm_candidates(
     ledger, ask = Ledger(store_root, run, generation), asker(config)
     store = LineageStore(store_root)
 
-    answer, why = _answer(ask(selector.build_request(population, problem, target, config.prompts_dir), ledger))
-    selection = selector.choose(answer, population, fallback, seed, why)
-    if selection is None:
-        return [], "no timed candidate to start from"
-    logger.info("generation %d: base %s, reference %s (%s)", generation, *_ids(selection), selection.reason)
-    base = _kernel(population, store, selection.base_id, dialect)
-    reference = _kernel(population, store, selection.reference_id, dialect) if selection.reference_id else None
     knowledge = load_knowledge(problem, target)
-    earlier = LlmLedger(store_root).findings(run)
-    lines = findings.as_lines(earlier[earlier["generation"] < generation])
-    experiments = _experiments(population, selection.base_id)
+    if population.empty:  # a problem without seed templates: the first kernels are written from the reference
+        base = reference = reference_id = None
+        experiments, plans = [], list(writer.FIRST_PLANS)
+        logger.info("generation %d: no seed template; the writer starts from the reference", generation)
+    else:
+        answer, why = _answer(ask(selector.build_request(population, problem, target, config.prompts_dir), ledger))
+        selection = selector.choose(answer, population, fallback, seed, why)
+        if selection is None:
+            return [], "no timed candidate to start from"
+        logger.info("generation %d: base %s, reference %s (%s)", generation, *_ids(selection), selection.reason)
+        base = _kernel(population, store, selection.base_id, dialect)
+        reference_id = selection.reference_id
+        reference = _kernel(population, store, reference_id, dialect) if reference_id else None
+        earlier = LlmLedger(store_root).findings(run)
+        lines = findings.as_lines(earlier[earlier["generation"] < generation])
+        experiments = _experiments(population, selection.base_id)
+        request = designer.build_request(
+            problem, target, base, reference, knowledge, lines, experiments[-MAX_EXPERIMENTS:], config.prompts_dir
+        )
+        design, problem_text = _design(ask, request, ledger)
+        if design is None:
+            logger.warning("generation %d: the design is unusable (%s); no candidates", generation, problem_text)
+            return [], f"design unusable: {problem_text}"
+        logger.info("generation %d: kept plans: %s", generation, "; ".join(p.title for p in design.kept))
+        plans = design.kept[:KEPT_PLANS]
+    base_id = base["id"] if base else None
 
-    request = designer.build_request(
-        problem, target, base, reference, knowledge, lines, experiments[-MAX_EXPERIMENTS:], config.prompts_dir
-    )
-    design, problem_text = _design(ask, request, ledger)
-    if design is None:
-        logger.warning("generation %d: the design is unusable (%s); no candidates", generation, problem_text)
-        return [], f"design unusable: {problem_text}"
-    logger.info("generation %d: kept plans: %s", generation, "; ".join(p.title for p in design.kept))
-
-    attempts = [_Attempt(i, plan) for i, plan in enumerate(design.kept[: min(children, KEPT_PLANS)])]
+    attempts = [_Attempt(i, plan) for i, plan in enumerate(plans[:children])]
     chains, note, lost = [], "", []
     for attempt_number in range(1, config.repairs + 2):
         live = [a for a in attempts if not a.done]
@@ -127,7 +134,7 @@ def llm_candidates(
                 continue
             reply = written.reply
             source = writer.render_written(
-                written.value, dialect, reply.model, a.plan, base["id"], selection.reference_id, attempt_number
+                written.value, dialect, reply.model, a.plan, base_id, reference_id, attempt_number
             )
             hypothesis = a.plan.hypothesis()
             if attempt_number > 1:
@@ -136,8 +143,8 @@ def llm_candidates(
                 "run": run,
                 "generation": generation,
                 "proposer": "llm",
-                "parent_id": base["id"],
-                "reference_id": selection.reference_id,
+                "parent_id": base_id,
+                "reference_id": reference_id,
                 "hypothesis": hypothesis,
                 "template": None,
                 "params": None,

@@ -40,6 +40,32 @@ class WrittenKernel:
     form: str  # "source" (a whole file) or "edits" (SEARCH/REPLACE applied to the Base)
 
 
+# Generation 0 of a problem without seed templates: the writer's plans, from the reference alone.
+FIRST_PLANS = (
+    Plan(
+        "A first correct kernel from the reference",
+        "Implement the reference exactly and simply: one thread per output element (a block per row where a row is "
+        "reduced), every shape handled, the tails included. Correctness first; it is the start of the lineage.",
+        ("follow the reference's arithmetic and dtypes", "bounds checks on every dimension"),
+        0.0,
+        0.0,
+        1.0,
+        kept_as="generation 0 from the reference",
+    ),
+    Plan(
+        "A first fast kernel from the reference",
+        "Implement the reference with the usual structure for its kind of work: shared-memory tiles for products "
+        "and convolutions, a block per row with a tree reduction for reductions and normalisations, wide "
+        "vectorised loads for element-wise work. It must still be exactly right on every shape.",
+        ("tile or vectorise as the operation suits", "bounds checks on every dimension"),
+        0.0,
+        0.0,
+        5.0,
+        kept_as="generation 0 from the reference",
+    ),
+)
+
+
 def entry_contract(problem: Problem, target: str) -> dict:
     return {
         "signature": problem.entry_signature,
@@ -53,7 +79,7 @@ def build_request(
     problem: Problem,
     target: str,
     dialect: str,
-    base: dict,
+    base: dict | None,
     reference: dict | None,
     plan: Plan,
     knowledge: Knowledge,
@@ -72,13 +98,13 @@ def build_request(
         "reference": reference,
         "plan": plan,
         "knowledge": knowledge,
-        "reference_implementation": (problem.root / "reference.py").read_text(),
+        "reference_implementation": problem.reference_text(),
         "contract": entry_contract(problem, target),
         "feedback": [_trimmed(f) for f in feedback],
         "past_failures": past_failures,
     }
     messages = render_messages("writer", values, prompts_dir)
-    context = {"base_source": base["source"], "entry_name": problem.entry_name}
+    context = {"base_source": base["source"] if base else "", "entry_name": problem.entry_name}
     return StageRequest("writer", slot, messages, None, context)
 
 
@@ -104,7 +130,13 @@ def parse_answer(text: str, context: dict) -> tuple[WrittenKernel | None, str | 
 
 
 def render_written(
-    kernel: WrittenKernel, dialect: str, model: str, plan: Plan, parent_id: str, reference_id: str | None, attempt: int
+    kernel: WrittenKernel,
+    dialect: str,
+    model: str,
+    plan: Plan,
+    parent_id: str | None,
+    reference_id: str | None,
+    attempt: int,
 ) -> str:
     """The written code inside the dialect's harness template, with where it came from."""
     env = jinja2.Environment(
@@ -117,7 +149,7 @@ def render_written(
         form=kernel.form,
         model=model,
         plan_title=" ".join(plan.title.split()),
-        parent_id=parent_id,
+        parent_id=parent_id or "the reference",
         reference_id=reference_id or "none",
         attempt=attempt,
     )
