@@ -1,0 +1,107 @@
+"""What an evolution earned: its best kernel of generation 0 and its best kernel overall, timed again beside the
+vendor library, per shape. For issue 17's check (a tuning-only run from scratch against cuBLASLt). Usage, on a GPU:
+
+    python benchmarks/evolution_result.py --store data/runs --run RUN [--json-out FILE]
+
+Reads the run's lineage: how many candidates, their verdicts (and every compile error's message, so that a
+constraint-violating point would show), the best `ok` kernel of generation 0 and the best `ok` kernel of any
+generation. Both are evaluated again through ksci's harness (screen, library check, verification, timing with
+fresh inputs per call), each with the reference and the vendor library timed in the same harness process, and one
+table is printed: per benchmark shape, the best seed, the best evolved kernel, the vendor library, the speed of
+light; then the geomeans and the ratios. The numbers are this script's measurements, not the lineage's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ksci.evaluate import EvaluationOptions, evaluate_source
+from ksci.lineage import LineageStore
+from ksci.problem import load_problem, shape_key
+from ksci.results import Status, geomean
+
+
+def _describe(row) -> str:
+    if row["kind"] == "composed":
+        plan = json.loads(row["params_by_shape_json"])
+        points = {json.dumps(p, sort_keys=True) for p in [plan["default"], *plan["shapes"].values()]}
+        return f"composed of {len(points)} points"
+    return f"{row['template']} {row['params_json']}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--store", default="data/runs")
+    parser.add_argument("--run", required=True)
+    parser.add_argument("--json-out", type=Path)
+    args = parser.parse_args()
+    store = LineageStore(args.store)
+    rows = store.read(args.run)
+    problem = load_problem(rows["problem"].iloc[0])
+    target = rows["target"].iloc[0]
+    print(f"run {args.run}: {len(rows)} candidates over {rows['generation'].max() + 1} generations of {problem.name}")
+    print("verdicts: " + ", ".join(f"{k} {v}" for k, v in rows["status"].value_counts().items()))
+    for _, row in rows[rows["status"] == str(Status.COMPILE_ERROR)].iterrows():
+        print(f"  compile_error gen {row['generation']} {_describe(row)}: {row['message'][:160]}")
+    ok = rows[rows["status"] == str(Status.OK)]
+    seed = ok[ok["generation"] == 0].sort_values("geomean_us").iloc[0]
+    best = ok.sort_values("geomean_us").iloc[0]
+    print(f"best of generation 0: {seed['candidate_id']} {_describe(seed)}: {seed['geomean_us']:.2f} us (lineage)")
+    print(
+        f"best overall: {best['candidate_id']} gen {best['generation']} {_describe(best)}: {best['geomean_us']:.2f} us"
+    )
+
+    options = EvaluationOptions(target=target)
+    verdicts = {}
+    for label, row in (("seed", seed), ("evolved", best)):
+        verdicts[label] = evaluate_source(problem, store.read_source(row["source_path"]), options)
+        print(f"{label}: {verdicts[label].status} {verdicts[label].message[:120]}", flush=True)
+    if any(v.status != Status.OK for v in verdicts.values()):
+        raise SystemExit("a kernel was not ok when timed again: no table")
+
+    seed_v, best_v = verdicts["seed"], verdicts["evolved"]
+    gpu = best_v.fingerprint.get("gpu")
+    print(f"\n{problem.name} on {gpu}, us (median per shape; vendor timed in the evolved kernel's harness process)")
+    print(f"{'shape':18s}{'best seed':>11s}{'evolved':>10s}{'vendor':>10s}{'SoL':>8s}{'evolved/vendor':>16s}")
+    per_shape = {}
+    for s, e in zip(seed_v.timings, best_v.timings, strict=True):
+        vendor = e.vendor.median_us if e.vendor else float("nan")
+        key = shape_key(e.shape)
+        per_shape[key] = {
+            "seed": s.kernel.median_us,
+            "evolved": e.kernel.median_us,
+            "vendor": vendor,
+            "sol": e.speed_of_light_us,
+        }
+        print(
+            f"{key:18s}{s.kernel.median_us:11.2f}{e.kernel.median_us:10.2f}{vendor:10.2f}"
+            f"{e.speed_of_light_us or float('nan'):8.2f}{e.kernel.median_us / vendor:16.2f}"
+        )
+    vendor_geo = geomean([v["vendor"] for v in per_shape.values()])
+    print(
+        f"{'geomean':18s}{seed_v.geomean_us:11.2f}{best_v.geomean_us:10.2f}{vendor_geo:10.2f}"
+        f"{best_v.speed_of_light_geomean_us or float('nan'):8.2f}{best_v.geomean_us / vendor_geo:16.2f}"
+    )
+    print(
+        f"evolved vs vendor: {best_v.geomean_us / vendor_geo:.3f}x the vendor's time; "
+        f"evolved vs best seed: {seed_v.geomean_us / best_v.geomean_us:.3f}x faster"
+    )
+    if args.json_out:
+        record = {
+            "run": args.run,
+            "problem": problem.name,
+            "candidates": len(rows),
+            "statuses": rows["status"].value_counts().to_dict(),
+            "seed": {"id": seed["candidate_id"], "what": _describe(seed), "geomean_us": seed_v.geomean_us},
+            "evolved": {"id": best["candidate_id"], "what": _describe(best), "geomean_us": best_v.geomean_us},
+            "vendor_geomean_us": vendor_geo,
+            "per_shape": per_shape,
+            "fingerprint": best_v.fingerprint,
+        }
+        args.json_out.write_text(json.dumps(record, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
