@@ -49,7 +49,11 @@ def main() -> int:
         as_expected = str(good.status) == expected(paths["correct"]) and str(bad.status) == expected(paths["wrong"])
         all_as_expected &= as_expected
         rows.append((name, good, bad, as_expected, time.monotonic() - started))
-        print(f"  {name}: correct {good.status}, wrong {bad.status} ({rows[-1][-1]:.0f} s)", flush=True)
+        times = (
+            "" if args.verify_only else f"kernel {_us(good.geomean_us)} us, reference {_us(good.reference_geomean_us)} "
+        )
+        times += "" if args.verify_only else f"us, vendor {_us(good.vendor_geomean_us)} us; "
+        print(f"  {name}: correct {good.status}, wrong {bad.status} ({times}{rows[-1][-1]:.0f} s)", flush=True)
         for verdict in (good, bad):
             if str(verdict.status) not in ("ok", "wrong"):
                 print(f"    {verdict.status}: {verdict.message}\n{verdict.harness_log[-1500:]}", flush=True)

@@ -8,6 +8,7 @@ gfx940 (Debian's hipcc). Each file's outcome is asserted as expected, none skipp
 - "HIP 5.2 lacks: WHAT": converted, and the compile fails on what Debian's HIP 5.2 headers do not have yet
   (hip/hip_bf16.h and the *_sync warp functions came with ROCm 5.7 and 6.2): the compiler's error names WHAT.
 
+The imported test problems' hand-written kernels (tests/data/) are converted and compiled the same way.
 A new seed or solution without an expectation here fails test_every_cuda_source_has_an_expectation. The session
 summary (tests/conftest.py) lists each file with the converter that ran and the compile's result per arch.
 """
@@ -28,6 +29,7 @@ from ksci.hipify import TORCH, hipify_with_torch, refusal
 from ksci.problem import list_problems, load_problem
 from ksci.render import render_kernel
 from ksci.results import HipifyResult, Status
+from ksci.testing.imported_problems import kernels, sources
 from ksci.toolchain import find_toolchain
 from tasks.stages import compile_kernel, hipify
 
@@ -66,8 +68,13 @@ EXPECTED = {
 }
 
 
+# The hand-written kernels of the imported test problems (tests/data/) use the runtime API only: all convert.
+IMPORTED = {f"imported/{name}/{kind}.cu": path for name in sorted(sources()) for kind, path in kernels(name).items()}
+EXPECTED.update(dict.fromkeys(IMPORTED, "compiles"))
+
+
 def _cuda_sources() -> dict[str, str]:
-    sources = {}
+    sources = {label: path.read_text() for label, path in IMPORTED.items()}
     for name in list_problems():
         problem = load_problem(name)
         for template in problem.templates_for("cuda"):

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
@@ -17,6 +18,7 @@ from ksci.importers.common import ImportFailure
 from ksci.importers.gpumode import import_gpumode
 from ksci.importers.kernelbench import import_kernelbench
 from ksci.problem import list_problems, load_problem
+from ksci.propose import needs_template, propose_tuning, space_note
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data"
@@ -176,3 +178,11 @@ def test_the_tuning_proposer_says_it_needs_a_template_and_where(search):
     assert out.returncode == 2 and out.stderr.count("\n") == 1
     assert "no cuda seed template" in out.stderr and "templates/cuda/NAME.cu.j2" in out.stderr
     assert "--proposer llm" in out.stderr
+
+
+def test_the_tuning_proposer_proposes_nothing_and_its_note_says_why(search):
+    problem = load_problem("fp8_mm")
+    assert propose_tuning(problem, "cuda", pd.DataFrame(), [], 4, 0) == []
+    note = space_note(problem, "cuda", pd.DataFrame(), [])
+    assert note == needs_template(problem, "cuda") and "no cuda seed template" in note
+    assert needs_template(load_problem("fp8_mm"), "hip").startswith("problem 'fp8_mm' has no hip seed template")
