@@ -49,10 +49,7 @@ def main() -> int:
         as_expected = str(good.status) == expected(paths["correct"]) and str(bad.status) == expected(paths["wrong"])
         all_as_expected &= as_expected
         rows.append((name, good, bad, as_expected, time.monotonic() - started))
-        times = (
-            "" if args.verify_only else f"kernel {_us(good.geomean_us)} us, reference {_us(good.reference_geomean_us)} "
-        )
-        times += "" if args.verify_only else f"us, vendor {_us(good.vendor_geomean_us)} us; "
+        times = "" if args.verify_only else _times(good)
         print(f"  {name}: correct {good.status}, wrong {bad.status} ({times}{rows[-1][-1]:.0f} s)", flush=True)
         for verdict in (good, bad):
             if str(verdict.status) not in ("ok", "wrong"):
@@ -78,6 +75,13 @@ def _print_table(rows) -> None:
             "yes" if as_expected else "NO",
         )
         print("| " + " | ".join(cells) + " |")
+
+
+def _times(verdict) -> str:
+    return (
+        f"kernel {_us(verdict.geomean_us)} us, reference {_us(verdict.reference_geomean_us)} us, "
+        f"vendor {_us(verdict.vendor_geomean_us)} us; "
+    )
 
 
 def _us(value: float | None) -> str:

@@ -134,11 +134,14 @@ def _cli(*args, env=None) -> subprocess.CompletedProcess:
     *(("kernelbench", DATA / "kernelbench" / "errors" / f, c) for f, c in KERNELBENCH_ERRORS.items()),
     *(("gpumode", DATA / "gpumode" / "errors" / d, c) for d, c in GPUMODE_ERRORS.items()),
 ], ids=lambda v: v.name if isinstance(v, Path) else None)  # fmt: skip
-def test_what_cannot_be_mapped_is_refused_in_one_line_and_nothing_is_written(tmp_path, fmt, source, construct):
+def test_what_cannot_be_mapped_is_refused_in_one_line_and_nothing_is_written(
+    tmp_path, monkeypatch, capsys, fmt, source, construct
+):
     dest = tmp_path / "dest"
-    out = _cli("import", fmt, str(source), "--dest", str(dest), env={"KSCI_KERNELS_DIR": str(dest)})
-    assert out.returncode == 2, out.stderr
-    assert out.stderr.count("\n") == 1 and construct in out.stderr, out.stderr
+    monkeypatch.setenv("KSCI_KERNELS_DIR", str(dest))
+    assert cli.main(["import", fmt, str(source), "--dest", str(dest)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("ksci: error: cannot import") and construct in err, err
     assert not dest.exists() or not any(dest.iterdir())
 
 
