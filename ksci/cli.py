@@ -381,7 +381,10 @@ def cmd_import(args) -> int:
     print(f"wrote {result.root} ({result.tests} test and {result.benchmarks} benchmark shapes)")
     for note in result.notes:
         print(f"  {note}")
-    print(f"  ksci problems lists it as {result.name}; it has no seed template (docs/problem-format.md)")
+    if result.name in list_problems():
+        print(f"  ksci problems lists it as {result.name}; it has no seed template (docs/problem-format.md)")
+    else:  # KSCI_KERNELS_DIR chooses the search path, and it leaves --dest out
+        print(f"  add {result.root.parent} to KSCI_KERNELS_DIR to use it: that variable replaces the search path")
     return EXIT_OK
 
 
