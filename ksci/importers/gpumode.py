@@ -28,7 +28,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from ksci.importers import common
 from ksci.importers.common import ImportedProblem, ImportFailure, TensorSpec, Unmappable, tensor_spec
-from ksci.importers.runtime import DEVICE_NOTE, MatchReference, _module, execute, seeded, utils_module
+from ksci.importers.runtime import DEVICE_NOTE, MatchReference, execute, module_of, seeded, utils_module
 from ksci.problem import kernels_dir
 
 TEMPLATE_FILES = ("submission.py", "template.py")
@@ -114,7 +114,7 @@ def _execute(task_dir: Path, text: str) -> dict:
     try:
         if (task_dir / "task.py").is_file():
             task_py = task_dir / "task.py"
-            modules["task"] = _module("task", execute(task_py.read_text(), str(task_py)))
+            modules["task"] = module_of("task", execute(task_py.read_text(), str(task_py)))
         ns = execute(text, str(task_dir / "reference.py"), modules)
     except Exception as exc:
         raise Unmappable("reference.py does not run", f"{type(exc).__name__}: {exc}") from None

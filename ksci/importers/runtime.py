@@ -202,7 +202,7 @@ class GpuModeReference(ImportedReference):
         task = self.root / "imported" / "task.py"
         modules = {"utils": utils_module()}
         if task.is_file():
-            modules["task"] = _module("task", execute(task.read_text(), str(task)))
+            modules["task"] = module_of("task", execute(task.read_text(), str(task)))
         self.ns = execute(self.text, str(self.path), modules)
 
     def data(self, shape: dict, seed: int, device):
@@ -265,7 +265,7 @@ class MatchReference:
 
 def utils_module() -> types.ModuleType:
     """A stand-in for gpu-mode's utils.py with the names reference files import from it."""
-    return _module(
+    return module_of(
         "utils",
         {
             "make_match_reference": lambda reference, **kwargs: MatchReference(reference, **kwargs),
@@ -275,7 +275,7 @@ def utils_module() -> types.ModuleType:
     )
 
 
-def _module(name: str, namespace: dict) -> types.ModuleType:
+def module_of(name: str, namespace: dict) -> types.ModuleType:
     module = types.ModuleType(name)
     module.__dict__.update({k: v for k, v in namespace.items() if not k.startswith("__")})
     return module
