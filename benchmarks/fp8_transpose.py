@@ -23,14 +23,13 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
-import math
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
 
 import torch
+from hopper_fp8 import geomean, time_us  # the same timing as the whole-kernel benchmark (this folder)
 
 from ksci.compile import compile_source
 from ksci.problem import load_problem
@@ -145,26 +144,6 @@ extern "C" int ksci_core(const void* at, const void* bt, const float* a_scale, c
 """
 
 VARIANTS = {"legacy": 0, "rows64": 64, "rows128": 128}
-
-
-def time_us(run, flush: torch.Tensor, reps: int) -> float:
-    """Median over reps of one call, L2 flushed (a 256 MB write) before each."""
-    for _ in range(3):
-        run()
-    times = []
-    for _ in range(reps):
-        flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        run()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0)
-    return statistics.median(times)
-
-
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def bench_shape(shape: dict, ref, fns: dict, stream: int, flush: torch.Tensor, reps: int) -> dict:
