@@ -68,8 +68,7 @@ def compile_code_hash() -> str:
 
 
 def problem_hash(problem: str) -> str:
-    root = problem_root(problem)
-    return hash_files(root, PROBLEM_FILES) if root else "no such problem"
+    return _problem_files_hash(problem, PROBLEM_FILES)
 
 
 def render_code_hash() -> str:
@@ -81,8 +80,12 @@ def proposer_code_hash() -> str:
 
 
 def template_hash(problem: str) -> str:
+    return _problem_files_hash(problem, TEMPLATE_FILES)
+
+
+def _problem_files_hash(problem: str, patterns: tuple[str, ...]) -> str:
     root = problem_root(problem)
-    return hash_files(root, TEMPLATE_FILES) if root else "no such problem"
+    return hash_files(root, patterns) if root else "no such problem"
 
 
 def gpu_identity(target: str, simulate: str | None) -> str:

@@ -40,32 +40,30 @@ def test_the_harness_hash_follows_every_harness_file(tmp_path, monkeypatch):
     assert cache_keys.harness_code_hash() == before
 
 
-def test_the_problem_hash_follows_its_spec_and_reference(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("digest", "changed", "prose"),
+    [
+        ("problem_hash", ("reference.py", "problem.yaml"), "README.md"),
+        (
+            "template_hash",
+            ("templates/cuda/wgmma_core.cu.j2", "templates/hip/mfma_fp8.hip.j2", "problem.yaml"),
+            "knowledge.md",
+        ),
+    ],
+)
+def test_a_problem_hash_follows_its_files_not_the_prose(tmp_path, monkeypatch, digest, changed, prose):
     kernels = tmp_path / "kernels"
     shutil.copytree(Path(__file__).parent.parent / "kernels" / "fp8_gemm", kernels / "fp8_gemm")
     monkeypatch.setenv("KSCI_KERNELS_DIR", str(kernels))
-    before = cache_keys.problem_hash("fp8_gemm")
-    (kernels / "fp8_gemm" / "README.md").write_text("prose\n")
-    assert cache_keys.problem_hash("fp8_gemm") == before
-    for name in ("reference.py", "problem.yaml"):
+    hash_of = getattr(cache_keys, digest)
+    before = hash_of("fp8_gemm")
+    (kernels / "fp8_gemm" / prose).write_text("prose\n")
+    assert hash_of("fp8_gemm") == before
+    for name in changed:
         path = kernels / "fp8_gemm" / name
         path.write_text(path.read_text() + "\n# changed\n")
-        assert cache_keys.problem_hash("fp8_gemm") != before, name
-        before = cache_keys.problem_hash("fp8_gemm")
-
-
-def test_the_template_hash_follows_the_templates_and_spec_not_the_prose(tmp_path, monkeypatch):
-    kernels = tmp_path / "kernels"
-    shutil.copytree(Path(__file__).parent.parent / "kernels" / "fp8_gemm", kernels / "fp8_gemm")
-    monkeypatch.setenv("KSCI_KERNELS_DIR", str(kernels))
-    before = cache_keys.template_hash("fp8_gemm")
-    (kernels / "fp8_gemm" / "knowledge.md").write_text("prose\n")
-    assert cache_keys.template_hash("fp8_gemm") == before
-    for name in ("templates/cuda/wgmma_core.cu.j2", "templates/hip/mfma_fp8.hip.j2", "problem.yaml"):
-        path = kernels / "fp8_gemm" / name
-        path.write_text(path.read_text() + "\n// changed\n")
-        assert cache_keys.template_hash("fp8_gemm") != before, name
-        before = cache_keys.template_hash("fp8_gemm")
+        assert hash_of("fp8_gemm") != before, name
+        before = hash_of("fp8_gemm")
 
 
 def test_the_proposer_hash_follows_the_proposer_code(tmp_path, monkeypatch):
