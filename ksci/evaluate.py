@@ -148,13 +148,13 @@ def prepare_source(problem: Problem, source: str, target: str) -> tuple[str | No
 
 def unprepared_compile(prepared: PreparedSource, options: EvaluationOptions) -> CompileResult:
     """The compile result of a source that never reached the compiler: the note first, then the converter's log."""
+    return _not_compiled(options, f"error: {prepared.note}\n{prepared.log}".strip())
+
+
+def _not_compiled(options: EvaluationOptions, log: str, rejected: str = "") -> CompileResult:
+    """A CompileResult for a source that no compiler saw."""
     return CompileResult(
-        ok=False,
-        target=options.target,
-        arch=options.arch or "",
-        toolchain="",
-        command=[],
-        log=f"error: {prepared.note}\n{prepared.log}".strip(),
+        ok=False, target=options.target, arch=options.arch or "", toolchain="", command=[], log=log, rejected=rejected
     )
 
 
@@ -165,15 +165,7 @@ def compile_candidate(source: str, options: EvaluationOptions) -> CompileResult:
     anything outside the allowlist is rejected before any harness loads it."""
     screened = screen_source(source)
     if not screened.ok:
-        return CompileResult(
-            ok=False,
-            target=options.target,
-            arch=options.arch or "",
-            toolchain="",
-            command=[],
-            log=screened.message,
-            rejected=screened.message,
-        )
+        return _not_compiled(options, screened.message, rejected=screened.message)
     toolchain = find_toolchain(options.target)
     arch = options.arch or default_arch(options.target)
     compiled = compile_source(source, toolchain, arch, Path(options.cache_dir))
