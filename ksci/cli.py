@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -228,6 +229,18 @@ def cmd_render(args) -> int:
     return EXIT_OK
 
 
+def _exit_on_sigterm() -> None:
+    """SIGTERM (a scheduler stopping the job, `timeout`, a container's stop) ends `ksci evolve` as an exception
+    does: Python unwinds and runs its exit handlers, so the embedded Prefect API is stopped with it. Prefect's own
+    handler marks the flow run crashed during the run, then hands the signal on to this one. With Python's default
+    action instead, the process died at once and left the embedded API's server process running."""
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 def cmd_evolve(args) -> int:
     load_problem(args.problem)
     if args.generations < 1 or args.children < 1:
@@ -251,6 +264,7 @@ def cmd_evolve(args) -> int:
     from ksci.embedded import configure_prefect
 
     configure_prefect()
+    _exit_on_sigterm()
     from flows.evolve import DEFAULT_STORE, evolve, new_run_name
 
     store = str(args.store or DEFAULT_STORE)

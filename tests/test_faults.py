@@ -130,6 +130,49 @@ def test_kill_9_mid_generation_loses_nothing_recorded_and_a_rerun_completes(tmp_
     assert (after.set_index(["candidate_id", "generation"]).loc[kept.index, "created_at"] == kept).all()
 
 
+@pytest.mark.slow
+def test_sigterm_ends_the_run_and_its_embedded_prefect_server(tmp_path):
+    """SIGTERM to `ksci evolve` alone (as a scheduler or `timeout` sends it) mid-run: it exits with 143 and takes
+    the embedded Prefect API's server process with it (left running before, reparented to init)."""
+    command = EVOLVE + ["--generations", "30", "--run", "termed", "--store", str(tmp_path / "store"), "--simulate"]
+    env = dict(os.environ, PREFECT_HOME=str(tmp_path / "prefect"), PYTHONPATH=str(ROOT), KSCI_SIMULATE_HOLD_S="0.5")
+    env.pop("PREFECT_API_URL", None)
+    log = open(tmp_path / "evolve.log", "w")  # noqa: SIM115 - handed to the child, closed below
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    store = LineageStore(tmp_path / "store")
+    try:
+        deadline = time.monotonic() + 300
+        while process.poll() is None and time.monotonic() < deadline and store.read("termed").empty:
+            time.sleep(0.2)
+        children = _children(process.pid)
+        assert process.poll() is None and children, (tmp_path / "evolve.log").read_text()[-3000:]
+        process.send_signal(signal.SIGTERM)
+        _must_end(process, 120, "ksci evolve still running 120 s after SIGTERM")
+        assert process.returncode == 128 + signal.SIGTERM, (tmp_path / "evolve.log").read_text()[-3000:]
+        deadline = time.monotonic() + 30
+        while any(Path(f"/proc/{pid}").exists() for pid in children) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(Path(f"/proc/{pid}").exists() for pid in children), f"left running: {children}"
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        log.close()
+
+
+def _children(pid: int) -> list[int]:
+    """The ids of the processes whose parent is `pid` (Linux: /proc/*/stat)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
 def _gpu_slots_taken(prefect_home: Path) -> int:
     """Slots taken now on the ksci GPU limits, read (read-only) from the SQLite database of the API whose
     PREFECT_HOME this is: the embedded API of the process under test (no server to ask once that is killed), or
