@@ -23,6 +23,7 @@ from typing import Any
 from prefect.cache_policies import INPUTS, TASK_SOURCE, CachePolicy
 from prefect.context import TaskRunContext
 
+from ksci.hipify import find_hipify
 from ksci.problem import problem_root
 from ksci.toolchain import ToolchainMissing, default_arch, find_toolchain
 
@@ -46,6 +47,8 @@ PROBLEM_FILES = ("problem.yaml", "reference.py")
 # What decides a rendered (or composed) source besides the point: the problem's templates and spec.
 TEMPLATE_FILES = ("problem.yaml", "templates/**/*")
 RENDER_CODE = ("render.py", "compose.py", "problem.py")
+# What decides a converted source besides the source: the conversion's code (and which converters are here).
+HIPIFY_CODE = ("hipify.py", "evaluate.py", "problem.py")
 # What decides a generation's proposals besides the population: the proposer's code.
 PROPOSER_CODE = ("propose.py", "per_shape.py", "compose.py", "constraints.py", "problem.py")
 
@@ -156,6 +159,15 @@ class TemplateCode(CachePolicy):
         return _digest(render_code_hash(), template_hash(inputs["problem"]))
 
 
+class HipifyCode(CachePolicy):
+    """Keys the hipify task on the conversion's code and the converters found on this host."""
+
+    def compute_key(
+        self, task_ctx: TaskRunContext, inputs: dict[str, Any], flow_parameters: dict[str, Any], **kwargs: Any
+    ) -> str:
+        return _digest(hash_files(KSCI, HIPIFY_CODE), *find_hipify())
+
+
 class ProposerCode(CachePolicy):
     """Keys the hypothesize task on the proposer's code and the problem's templates and spec."""
 
@@ -173,4 +185,5 @@ def _digest(*parts: str) -> str:
 VERDICT_CACHE = INPUTS - "gpus" + TASK_SOURCE + VerdictCode()
 COMPILE_CACHE = INPUTS + TASK_SOURCE + CompileCode()
 RENDER_CACHE = INPUTS + TASK_SOURCE + TemplateCode()
+HIPIFY_CACHE = INPUTS + TASK_SOURCE + HipifyCode()
 PROPOSAL_CACHE = INPUTS + TASK_SOURCE + ProposerCode()

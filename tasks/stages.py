@@ -4,7 +4,8 @@ Caching: a task's result is keyed by its inputs and its source (INPUTS + TASK_SO
 data/prefect, so rerunning a generation reuses every compile, verification and benchmark that finished. The
 compile, verify and benchmark tasks are keyed also on what decides their result beyond their inputs (the
 screen's, harness's and problem's files, the toolchain, the host's GPU model and driver), and not on the GPU ids;
-render and compose on the problem's templates, hypothesize on the proposer's code: tasks/cache_keys.py.
+render and compose on the problem's templates, hipify on the conversion's code and the converters found,
+hypothesize on the proposer's code: tasks/cache_keys.py.
 Timeouts: foreign code only ever runs in subprocesses with their own hard timeouts (the compiler's, and the
 harness's process-group kill), because Prefect's task timeout cannot interrupt a task in a worker thread.
 Retries: only for EnvironmentProblem (a harness that could not start, a GPU that went away); a compile error or
@@ -41,7 +42,7 @@ from ksci.render import render_kernel
 from ksci.results import CompileResult, Status, Verdict
 from ksci.select import Selection, select_parents
 from ksci.simulate import Simulator
-from tasks.cache_keys import COMPILE_CACHE, PROPOSAL_CACHE, RENDER_CACHE, VERDICT_CACHE
+from tasks.cache_keys import COMPILE_CACHE, HIPIFY_CACHE, PROPOSAL_CACHE, RENDER_CACHE, VERDICT_CACHE
 from tasks.gpu import START_AHEAD, any_free_gpu
 
 CACHED = INPUTS + TASK_SOURCE
@@ -98,7 +99,7 @@ def render(problem: str, dialect: str, template: str, params: dict) -> str:
     return render_kernel(load_problem(problem).template(dialect, template), params)
 
 
-@task(name="hipify", cache_policy=CACHED)
+@task(name="hipify", cache_policy=HIPIFY_CACHE)
 def hipify(problem: str, source: str, target: str) -> PreparedSource:
     """CUDA bound for ROCm is converted; a source that cannot be (or lacks the entry point) comes back not ok, with
     the converter's report, and the compile step fails it with that report instead of compiling it."""

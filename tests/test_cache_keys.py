@@ -77,6 +77,19 @@ def test_the_proposer_hash_follows_the_proposer_code(tmp_path, monkeypatch):
     assert cache_keys.render_code_hash() != render
 
 
+def test_the_hipify_key_follows_the_conversions_code_and_the_converters(tmp_path, monkeypatch):
+    copy = tmp_path / "ksci"
+    shutil.copytree(cache_keys.KSCI, copy)
+    monkeypatch.setattr(cache_keys, "KSCI", copy)
+    policy = cache_keys.HipifyCode()
+    before = policy.compute_key(None, {}, {})
+    (copy / "hipify.py").write_text((copy / "hipify.py").read_text() + "\n# changed\n")
+    changed = policy.compute_key(None, {}, {})
+    assert changed != before
+    monkeypatch.setattr(cache_keys, "find_hipify", lambda: ["/usr/bin/hipify-perl"])
+    assert policy.compute_key(None, {}, {}) != changed
+
+
 def test_the_gpu_identity_names_the_simulators_recording_or_the_host():
     assert cache_keys.gpu_identity("cuda", "/x/r.json") == "simulator:r.json" != cache_keys.gpu_identity("cuda", "")
     host = cache_keys.gpu_identity("cuda", None)
