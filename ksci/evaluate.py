@@ -140,12 +140,6 @@ def prepare(problem: Problem, source: str, target: str) -> PreparedSource:
     return PreparedSource(source, True)
 
 
-def prepare_source(problem: Problem, source: str, target: str) -> tuple[str | None, str]:
-    """prepare(), as (source or None, note)."""
-    prepared = prepare(problem, source, target)
-    return (prepared.source if prepared.ok else None), prepared.note
-
-
 def unprepared_compile(prepared: PreparedSource, options: EvaluationOptions) -> CompileResult:
     """The compile result of a source that never reached the compiler: the note first, then the converter's log."""
     return _not_compiled(options, f"error: {prepared.note}\n{prepared.log}".strip())

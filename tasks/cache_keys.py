@@ -1,5 +1,5 @@
 """The parts of the tasks' cache keys that are not their inputs (compile, verify, benchmark, render, compose,
-hypothesize).
+hipify, hypothesize).
 
 Prefect keys a task on its inputs and its own source (INPUTS + TASK_SOURCE). A verdict also depends on code and
 files that are no input: the harness that verifies and times, the problem's spec and reference, the GPU and its

@@ -69,7 +69,7 @@ def test_seed_template_default_is_ok(name, template, gpu_target):
 def test_spare_harnesses_each_run_the_library_their_go_ahead_names(gpu_target):
     """A spare harness process (ksci.evaluate.SpareHarnesses) is started before any candidate is known: the
     second candidate here runs in the spare the first one left, and must get its own library, not the first's."""
-    from ksci.evaluate import SPARES, Harness, compile_candidate, prepare_source, run_phases
+    from ksci.evaluate import SPARES, Harness, compile_candidate, prepare, run_phases
 
     problem = load_problem("fp8_gemm")
     options = _options(problem, gpu_target)
@@ -79,8 +79,9 @@ def test_spare_harnesses_each_run_the_library_their_go_ahead_names(gpu_target):
     SPARES.close()
     verdicts = []
     for path in (correct, wrong):
-        source, _ = prepare_source(problem, path.read_text(), gpu_target)
-        compiled = compile_candidate(source, options)
+        prepared = prepare(problem, path.read_text(), gpu_target)
+        assert prepared.ok, prepared.note
+        compiled = compile_candidate(prepared.source, options)
         assert compiled.ok, compiled.log
         with Harness(problem, compiled.library, options, spares=1) as harness:
             harness.start()
