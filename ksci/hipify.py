@@ -122,7 +122,7 @@ def hipify_source(source: str, tools: list[str] | None = None, timeout_s: float 
         return blocked
     tools = find_hipify() if tools is None else tools
     if not tools:
-        return HipifyResult(False, source, None, log=f"no converter: none of {', '.join(TOOLS)} is installed")
+        return _failed(source, f"no converter: none of {', '.join(TOOLS)} is installed")
     logs = []
     for tool in tools:
         if tool == TORCH:
@@ -133,7 +133,7 @@ def hipify_source(source: str, tools: list[str] | None = None, timeout_s: float 
             result.log = "\n".join([*logs, result.log])
             return result
         logs.append(result.log)
-    return HipifyResult(False, source, None, log="\n".join(logs))
+    return _failed(source, "\n".join(logs))
 
 
 def refusal(source: str) -> HipifyResult | None:

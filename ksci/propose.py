@@ -31,7 +31,7 @@ from optuna.samplers import TPESampler
 from optuna.trial import TrialState, create_trial
 
 from ksci.per_shape import ShapeEvidence
-from ksci.problem import DIALECT_OF_TARGET, Problem, TemplateSpec
+from ksci.problem import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, Problem, TemplateSpec
 from ksci.results import Status
 from ksci.select import Selection
 
@@ -140,7 +140,7 @@ def needs_template(problem: Problem, dialect: str) -> str:
     add one; empty when it has one. An imported problem starts without any (docs/problem-format.md)."""
     if problem.templates_for(dialect):
         return ""
-    suffix = {"cuda": ".cu.j2", "hip": ".hip.j2"}.get(dialect, ".j2")
+    suffix = SUFFIX_OF_DIALECT.get(dialect, "") + ".j2"
     return (
         f"problem {problem.name!r} has no {dialect} seed template, and the tuning proposer tunes templates' "
         f"parameters: add one as {problem.root}/templates/{dialect}/NAME{suffix} and list it under templates: "
