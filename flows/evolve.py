@@ -38,6 +38,7 @@ from flows.llm_generation import distil_findings, llm_candidates
 from flows.pipeline import OVERLAP_RULE, board_of, horizon, open_board, overlap_allowed
 from ksci import PROJECT_ROOT
 from ksci.evaluate import SPARES
+from ksci.limits import RunLimits
 from ksci.lineage import LineageStore
 from ksci.llm.config import LlmConfig, LlmConfigError, load_config
 from ksci.llm.ledger import LlmLedger
@@ -274,6 +275,8 @@ def evolve(
     llm_config: str | None = None,
     overlap: int = 0,
     generation_deployment: str | None = None,
+    max_candidates: int | None = None,
+    time_limit_s: float | None = None,
 ) -> list[dict]:
     """Run (or continue) an evolution. Generations already done replay from the cache.
 
@@ -286,7 +289,11 @@ def evolve(
     generation_deployment: on a Prefect server with a work pool (prefect.yaml sets it), run each generation as a flow
     run of this deployment of `evolve-generation`, on any worker of the pool, so that a failed generation can be
     retried on its own (Retry on its page; README.md). Without it (the embedded default), or with overlap, the
-    generations are subflows in this flow's process, and only the whole evolution can be rerun."""
+    generations are subflows in this flow's process, and only the whole evolution can be rerun.
+    max_candidates, time_limit_s: stop cleanly before a generation once the run holds that many candidates (the
+    generation that reaches the cap gets only the candidates left) or once this call has run that long
+    (ksci.limits); `generations` stays the most there will be."""
+    limits = RunLimits(max_candidates, time_limit_s)
     if proposer not in ("tuning", "llm"):
         raise ValueError(f"proposer {proposer!r}: expected 'tuning' or 'llm'")
     if not overlap_allowed(overlap, proposer):
@@ -325,7 +332,13 @@ def evolve(
     )
     try:
         _generations(
-            generations, overlap, arguments, finished, generation_deployment if on_workers else None, llm_config
+            generations,
+            overlap,
+            arguments,
+            finished,
+            generation_deployment if on_workers else None,
+            llm_config,
+            limits,
         )
     except Exception:
         if not on_workers:  # a deployed one's error says what to retry (_generation_on_a_worker)
@@ -334,26 +347,42 @@ def evolve(
     return summaries
 
 
-def _generations(generations, overlap, arguments, finished, deployment: str | None, llm_config: str | None) -> None:
+def _generations(
+    generations, overlap, arguments, finished, deployment: str | None, llm_config: str | None, limits: RunLimits
+) -> None:
     """Run the generations: as subflows in this process (set up for its GPUs), or each as a flow run of
     `deployment` (which sets up the GPUs of whichever host runs it)."""
     run, store_root, llm = arguments["run"], arguments["store_root"], arguments["llm"]
     host = arguments["problem"], arguments["target"], arguments["gpus"], arguments["simulate"]
+    started = time.monotonic()
     with nullcontext() if deployment else gpu_host(*host):
         if overlap:
             with open_board(store_root, run):
-                _side_by_side(generations, overlap, arguments, finished)
+                _side_by_side(generations, overlap, arguments, finished, limits, started)
             return
         for generation in range(generations):
+            candidates = _candidates_before(store_root, run, generation) if limits.max_candidates else 0
             stop = _budget_spent(store_root, run, llm) if arguments["proposer"] == "llm" else None
+            stop = stop or limits.stop_reason(generation, candidates, time.monotonic() - started)
             if stop:
                 print(f"evolution {run} stops before generation {generation}: {stop}")
                 return
+            work = {
+                **arguments,
+                "generation": generation,
+                "children": limits.children(arguments["children"], candidates),
+            }
             if deployment:  # the worker's LLM configuration, not this process's object (it may hold a key)
-                work = {**arguments, "generation": generation, "llm": None, "llm_config": llm_config}
-                finished(_generation_on_a_worker(deployment, work))
+                finished(_generation_on_a_worker(deployment, {**work, "llm": None, "llm_config": llm_config}))
             else:
-                finished(evolve_generation(generation=generation, **arguments))
+                finished(evolve_generation(**work))
+
+
+def _candidates_before(store_root: str, run: str, generation: int, running: tuple[int, ...] = ()) -> int:
+    """Candidates recorded in the generations before `generation`, but for those still `running`. Counted by
+    generation, so that a rerun that replays later generations from the cache counts as the first run did."""
+    rows = LineageStore(store_root).read(run)
+    return int(((rows["generation"] < generation) & ~rows["generation"].isin(running)).sum())
 
 
 @contextmanager
@@ -410,7 +439,7 @@ def _generation_on_a_worker(deployment: str, arguments: dict) -> dict:
     return {"run": run, "generation": generation, "candidates": len(rows), "flow_run": child.name, "rows": rows}
 
 
-def _side_by_side(generations: int, overlap: int, arguments: dict, finished) -> None:
+def _side_by_side(generations: int, overlap: int, arguments: dict, finished, limits: RunLimits, started: float) -> None:
     """Start each generation as soon as the generations it learns from are done. When one fails, those already
     running still finish (and record what they did) before its error ends the run.
 
@@ -420,10 +449,21 @@ def _side_by_side(generations: int, overlap: int, arguments: dict, finished) -> 
     running: dict[int, Future] = {}
     # Leaving the pool's block, by an error too, waits for every generation still running.
     with ThreadPoolExecutor(max_workers=overlap + 1, thread_name_prefix="generation") as pool:
+        given: dict[int, int] = {}  # children given to each generation still running
         for generation in range(generations):
             for done in sorted(g for g in running if g < horizon(generation, overlap)):
                 finished(running.pop(done).result())
-            work = {**arguments, "generation": generation, "overlap": overlap}
+                given.pop(done)
+            candidates = 0
+            if limits.max_candidates:
+                candidates = _candidates_before(arguments["store_root"], arguments["run"], generation, tuple(running))
+                candidates += sum(given.values())
+            stop = limits.stop_reason(generation, candidates, time.monotonic() - started)
+            if stop:
+                print(f"evolution {arguments['run']} stops before generation {generation}: {stop}")
+                break
+            given[generation] = limits.children(arguments["children"], candidates)
+            work = {**arguments, "generation": generation, "overlap": overlap, "children": given[generation]}
             running[generation] = pool.submit(copy_context().run, _run_overlapping, work)
         for done in sorted(running):
             finished(running.pop(done).result())

@@ -94,6 +94,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--generations", type=int, default=5)
     p.add_argument("--run", help="continue this run (default: a new run named after the problem and time)")
     p.add_argument("--children", type=int, default=6, help="candidates per generation")
+    p.add_argument(
+        "--max-candidates",
+        type=int,
+        metavar="N",
+        help="stop before a generation once the run holds N candidates (the one that reaches N gets only those left)",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        metavar="MINUTES",
+        help="start no generation after this many minutes (the one running finishes; continue with --run)",
+    )
     p.add_argument("--strategy", default="elitist", help="parent selection: elitist, tournament or diverse")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--arch")
@@ -245,6 +257,10 @@ def cmd_evolve(args) -> int:
     load_problem(args.problem)
     if args.generations < 1 or args.children < 1:
         raise UsageError("--generations and --children must be at least 1")
+    if args.max_candidates is not None and args.max_candidates < 1:
+        raise UsageError("--max-candidates must be at least 1")
+    if args.time_limit is not None and args.time_limit < 0:
+        raise UsageError("--time-limit must be at least 0 minutes")
     if args.simulate is None and not gpu_visible(args.target):
         raise EnvironmentProblem(
             f"no {args.target} GPU is visible on this machine, so no kernel can be verified or timed "
@@ -286,6 +302,8 @@ def cmd_evolve(args) -> int:
             proposer=proposer,
             llm=llm,
             overlap=overlap,
+            max_candidates=args.max_candidates,
+            time_limit_s=None if args.time_limit is None else 60.0 * args.time_limit,
         )
     except (UsageError, ProblemError, ToolchainMissing, EnvironmentProblem):
         raise  # main() says these in one line, with their own exit codes

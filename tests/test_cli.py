@@ -140,3 +140,9 @@ def test_without_a_gpu_evolve_says_so_and_does_not_start():
     out = ksci("evolve", "--problem", "fp8_gemm", "--generations", "1")
     assert out.returncode == 3 and "no cuda GPU is visible" in out.stderr and "--simulate" in out.stderr
     assert out.stdout == ""
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--max-candidates", "0"), ("--time-limit", "-1")])
+def test_evolve_refuses_a_nonsense_limit_before_starting(flag, value, capsys):
+    assert cli.main(["evolve", "--problem", "fp8_gemm", "--simulate", flag, value]) == 2
+    assert f"{flag} must be at least" in capsys.readouterr().err

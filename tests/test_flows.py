@@ -195,6 +195,46 @@ def test_an_overlapping_generation_that_fails_lets_the_next_finish_and_reruns(tm
     assert summaries[1]["benchmarked"] == 1 and summaries[2]["benchmarked"] == 0  # only the failed one again
 
 
+def test_a_candidate_cap_gives_the_last_generation_only_what_is_left_and_a_rerun_keeps_it(tmp_path, caplog):
+    """--max-candidates 5 with 3 children a generation: generation 0 has 3, generation 1 gets the 2 left, and the
+    run stops before generation 2 saying why; a rerun with the same cap replays it all from the cache."""
+    summaries = evolve(
+        problem="fp8_gemm", target="cuda", generations=4, run="capped", children=3,
+        store_root=str(tmp_path / "store"), simulate=str(RECORDING), max_candidates=5,
+    )  # fmt: skip
+    rows = LineageStore(tmp_path / "store").read("capped")
+    assert sorted(rows["generation"].value_counts().items()) == [(0, 3), (1, 2)]
+    assert [s["generation"] for s in summaries] == [0, 1]
+    assert "stops before generation 2: the run holds 5 candidates (limit 5)" in caplog.text
+    again = evolve(
+        problem="fp8_gemm", target="cuda", generations=4, run="capped", children=3,
+        store_root=str(tmp_path / "store"), simulate=str(RECORDING), max_candidates=5,
+    )  # fmt: skip
+    assert len(LineageStore(tmp_path / "store").read("capped")) == 5
+    assert all(s["compiled"] == 0 and s["benchmarked"] == 0 for s in again)
+
+
+def test_a_cap_on_overlapping_generations_counts_the_ones_in_flight(tmp_path):
+    """Generation 1 starts beside generation 0 (overlap 1), so its 3 count before any is recorded: with a cap of 7,
+    generation 2 gets 1 and generation 3 never starts."""
+    evolve(
+        problem="fp8_gemm", target="cuda", generations=5, run="capped-overlap", children=3,
+        store_root=str(tmp_path / "store"), simulate=str(RECORDING), overlap=1, gpus=["0", "1"], max_candidates=7,
+    )  # fmt: skip
+    rows = LineageStore(tmp_path / "store").read("capped-overlap")
+    assert sorted(rows["generation"].value_counts().items()) == [(0, 3), (1, 3), (2, 1)]
+
+
+def test_a_time_limit_of_zero_runs_generation_0_only(tmp_path, caplog):
+    summaries = evolve(
+        problem="fp8_gemm", target="cuda", generations=3, run="timed", children=3,
+        store_root=str(tmp_path / "store"), simulate=str(RECORDING), time_limit_s=0.0,
+    )  # fmt: skip
+    assert [s["generation"] for s in summaries] == [0]
+    assert set(LineageStore(tmp_path / "store").read("timed")["generation"]) == {0}
+    assert "stops before generation 1: " in caplog.text and "min have passed (time limit 0.0 min)" in caplog.text
+
+
 def test_the_terminal_progress_line_shows_the_best_so_far():
     from flows.evolve import _progress_line
 

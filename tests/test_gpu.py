@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+from ksci.compose import compose_kernel, plan_of
 from ksci.evaluate import EvaluationOptions, evaluate_source
-from ksci.problem import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, list_problems, load_problem
+from ksci.problem import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, list_problems, load_problem, shape_key
 from ksci.render import render_kernel
 from ksci.results import Status
 
@@ -63,6 +64,34 @@ def test_seed_template_default_is_ok(name, template, gpu_target):
         pytest.skip(f"{template.dialect} template on a {gpu_target} GPU")
     problem = load_problem(name)
     verdict = evaluate_source(problem, render_kernel(template), _options(problem, gpu_target))
+    assert verdict.status == Status.OK, f"{verdict.message}\n{verdict.harness_log[-2000:]}"
+
+
+# A tuned point per Hopper family: the point that won the large-N shapes in the H100 sweeps of 2026-11-25
+# (kernels/fp8_gemm_kmajor/knowledge.md): BN 256 in two wgmma parts, 3 stages, one temporary.
+TUNED = {
+    ("fp8_gemm_kmajor", "wgmma"): {"BN": 256, "N_PARTS": 2, "STAGES": 3, "OVERLAP": 0},
+    ("fp8_gemm", "wgmma"): {"BN": 256, "N_PARTS": 2, "STAGES": 3, "OVERLAP": 0},
+}
+
+
+@pytest.mark.parametrize(("name", "template", "change"), [(*key, change) for key, change in TUNED.items()])
+def test_a_tuned_point_alone_and_composed_with_the_default_is_ok(name, template, change, gpu_target):
+    """The point alone, then composed with the default (the tuning proposer's per-shape kernel): the tuned point
+    for the first timed shape, the default for every other shape, the test shapes included."""
+    problem = load_problem(name)
+    spec = problem.template("cuda", template)
+    if gpu_target != "cuda":
+        pytest.skip("a CUDA family")
+    params = {**spec.default, **change}
+    assert spec.feasible(params)
+    alone = evaluate_source(problem, render_kernel(spec, params), _options(problem, gpu_target))
+    assert alone.status == Status.OK, f"{alone.message}\n{alone.harness_log[-2000:]}"
+    default = {"template": template, "params": spec.default}
+    tuned = {"template": template, "params": params}
+    composed = compose_kernel(problem, "cuda", plan_of(default, {shape_key(problem.benchmarks[0]): tuned}))
+    assert composed.ok and composed.variants == 2, composed.message
+    verdict = evaluate_source(problem, composed.source, _options(problem, gpu_target))
     assert verdict.status == Status.OK, f"{verdict.message}\n{verdict.harness_log[-2000:]}"
 
 
