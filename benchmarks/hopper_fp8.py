@@ -10,6 +10,7 @@ go to --out (default $OUT). The final numbers are ksci's harness's (`ksci evalua
     PYTHONPATH=$PWD python3 benchmarks/hopper_fp8.py [--problems fp8_gemm_kmajor,fp8_gemm]
         [--point BM=128,BN=128,CONSUMERS=2,STAGES=5,GROUP_M=8 ...] [--reps 30] [--quick] [--check-only]
         [--check-benchmarks]
+    ncu ... python3 benchmarks/hopper_fp8.py --problems fp8_gemm_kmajor --profile 6144,4608,7168 --profile-vendor
 """
 
 from __future__ import annotations
@@ -240,6 +241,10 @@ def profile(name: str, point: dict, args) -> int:
     inputs = problem.reference_module().generate_input(shape, 1, "cuda", "cuda")
     for _ in range(3):
         call(fn, problem, inputs, shape)
+    if args.profile_vendor:  # the vendor library's kernels on the same inputs, for a side-by-side ncu report
+        vendor = problem.reference_module().vendor(inputs)
+        for _ in range(3):
+            vendor()
     torch.cuda.synchronize()
     return 0
 
@@ -250,6 +255,7 @@ def main() -> int:
     parser.add_argument("--point", action="append", help="K=V,K=V (repeatable); default: a built-in list")
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--profile", help="M,N,K: only run the first point 3 times on this shape (for ncu)")
+    parser.add_argument("--profile-vendor", action="store_true", help="with --profile: then 3 vendor calls too")
     parser.add_argument("--quick", action="store_true", help="check on the first 4 test shapes only")
     parser.add_argument("--check-benchmarks", action="store_true", help="check the benchmark shapes too")
     parser.add_argument("--check-only", action="store_true", help="build and check the points, time nothing")
