@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import dataclasses
 import json
 import math
 import os
@@ -164,9 +165,17 @@ def geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+def wgmma_template(problem, args):
+    """The problem's wgmma template, or the same file name in --template-dir (an older copy, for an A/B)."""
+    template = problem.template("cuda", "wgmma")
+    if args.template_dir:
+        template = dataclasses.replace(template, path=Path(args.template_dir) / template.path.name)
+    return template
+
+
 def bench_problem(name: str, points: list[dict], args, out: Path, log) -> dict:
     problem = load_problem(name)
-    template = problem.template("cuda", "wgmma")
+    template = wgmma_template(problem, args)
     ref = problem.reference_module()
     cache = Path(args.cache)
     with ThreadPoolExecutor(max_workers=min(16, len(points))) as pool:
@@ -234,7 +243,7 @@ def bench_problem(name: str, points: list[dict], args, out: Path, log) -> dict:
 def profile(name: str, point: dict, args) -> int:
     """Three calls of one point on one shape, nothing else: a target for ncu."""
     problem = load_problem(name)
-    rec = build(problem, problem.template("cuda", "wgmma"), point, Path(args.cache))
+    rec = build(problem, wgmma_template(problem, args), point, Path(args.cache))
     fn = load_entry(rec["library"], problem.entry_name)
     m, n, k = (int(x) for x in args.profile.split(","))
     shape = {"m": m, "n": n, "k": k, "seed": 1}
@@ -255,6 +264,10 @@ def main() -> int:
     parser.add_argument("--point", action="append", help="K=V,K=V (repeatable); default: a built-in list")
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--profile", help="M,N,K: only run the first point 3 times on this shape (for ncu)")
+    parser.add_argument(
+        "--template-dir",
+        help="render wgmma.cu.j2 (and what it includes) from this folder instead: an older copy, for an A/B in one call",
+    )
     parser.add_argument("--profile-vendor", action="store_true", help="with --profile: then 3 vendor calls too")
     parser.add_argument("--quick", action="store_true", help="check on the first 4 test shapes only")
     parser.add_argument("--check-benchmarks", action="store_true", help="check the benchmark shapes too")
