@@ -361,7 +361,7 @@ def _generations(
                 _side_by_side(generations, overlap, arguments, finished, limits, started)
             return
         for generation in range(generations):
-            candidates = _candidates_before(store_root, run, generation) if limits.max_candidates else 0
+            candidates = _candidates_before(limits, store_root, run, generation)
             stop = _budget_spent(store_root, run, llm) if arguments["proposer"] == "llm" else None
             stop = stop or limits.stop_reason(generation, candidates, time.monotonic() - started)
             if stop:
@@ -378,11 +378,19 @@ def _generations(
                 finished(evolve_generation(**work))
 
 
-def _candidates_before(store_root: str, run: str, generation: int, running: tuple[int, ...] = ()) -> int:
-    """Candidates recorded in the generations before `generation`, but for those still `running`. Counted by
-    generation, so that a rerun that replays later generations from the cache counts as the first run did."""
+def _candidates_before(
+    limits: RunLimits, store_root: str, run: str, generation: int, running: dict[int, int] | None = None
+) -> int:
+    """What counts against the candidate cap before `generation` starts: the candidates recorded in the generations
+    before it, those still `running` counted by the children given to them instead (0 when there is no cap: the
+    lineage is not read). Counted by generation, so that a rerun that replays later generations from the cache
+    counts as the first run did."""
+    if not limits.max_candidates:
+        return 0
+    running = running or {}
     rows = LineageStore(store_root).read(run)
-    return int(((rows["generation"] < generation) & ~rows["generation"].isin(running)).sum())
+    recorded = (rows["generation"] < generation) & ~rows["generation"].isin(list(running))
+    return int(recorded.sum()) + sum(running.values())
 
 
 @contextmanager
@@ -454,10 +462,7 @@ def _side_by_side(generations: int, overlap: int, arguments: dict, finished, lim
             for done in sorted(g for g in running if g < horizon(generation, overlap)):
                 finished(running.pop(done).result())
                 given.pop(done)
-            candidates = 0
-            if limits.max_candidates:
-                candidates = _candidates_before(arguments["store_root"], arguments["run"], generation, tuple(running))
-                candidates += sum(given.values())
+            candidates = _candidates_before(limits, arguments["store_root"], arguments["run"], generation, given)
             stop = limits.stop_reason(generation, candidates, time.monotonic() - started)
             if stop:
                 print(f"evolution {arguments['run']} stops before generation {generation}: {stop}")

@@ -79,10 +79,10 @@ TUNED = {
 def test_a_tuned_point_alone_and_composed_with_the_default_is_ok(name, template, change, gpu_target):
     """The point alone, then composed with the default (the tuning proposer's per-shape kernel): the tuned point
     for the first timed shape, the default for every other shape, the test shapes included."""
-    problem = load_problem(name)
-    spec = problem.template("cuda", template)
     if gpu_target != "cuda":
         pytest.skip("a CUDA family")
+    problem = load_problem(name)
+    spec = problem.template("cuda", template)
     params = {**spec.default, **change}
     assert spec.feasible(params)
     alone = evaluate_source(problem, render_kernel(spec, params), _options(problem, gpu_target))
