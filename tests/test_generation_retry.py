@@ -40,6 +40,7 @@ URL = f"http://127.0.0.1:{PORT}"
 PREFECT = str(Path(sys.executable).parent / "prefect")
 WAIT_S = 240  # the longest any one step may take (each took 10-40 s on 2 cores)
 CHILDREN = 3  # generation 1's candidates in the `simulated` deployment (prefect.yaml)
+WORKER_LOG: list[Path] = []  # the worker's log, set by the `deployed` fixture: what a failed case shows
 
 pytestmark = [pytest.mark.slow, pytest.mark.chromium]
 
@@ -64,7 +65,8 @@ def deployed(tmp_path_factory):
         _wait_until(_healthy, 180, "a healthy server")
         _prefect(env, "work-pool", "create", "ksci-gpu", "--type", "process", "--overwrite")
         _prefect(env, "--no-prompt", "deploy", "--all")
-        worker = _start([PREFECT, "worker", "start", "--pool", "ksci-gpu"], env, work / "worker.log")
+        WORKER_LOG.append(work / "worker.log")
+        worker = _start([PREFECT, "worker", "start", "--pool", "ksci-gpu"], env, WORKER_LOG[0])
         yield env
     finally:
         if worker:
@@ -99,11 +101,13 @@ def test_retry_in_the_ui(failing, tmp_path):
         page.click("Subflow Runs", selector="*")  # a tab: the innermost element that reads so
         page.click(generation["name"], selector="a")
         page.wait_for(f"location.pathname.endsWith('{generation['id']}')", 30, "the generation's page")
-        _press_retry(page)
-        assert _final(generation["id"]) == "Completed"
+        failed = _state(generation["id"])
+        _press_retry(page, generation["id"], failed)
+        _assert_completed(generation["id"], failed)
         page.open(f"{URL}/runs/flow-run/{evolution['id']}")
-        _press_retry(page)
-        assert _final(evolution["id"]) == "Completed"
+        failed = _state(evolution["id"])
+        _press_retry(page, evolution["id"], failed)
+        _assert_completed(evolution["id"], failed)
         page.open(f"{URL}/runs/flow-run/{evolution['id']}")
         page.wait_for("document.body.innerText.includes('Completed')", 60, "the evolution shown Completed")
     _assert_every_candidate_once(failing["ui-retry"] / "store", "ui-retry")
@@ -112,16 +116,18 @@ def test_retry_in_the_ui(failing, tmp_path):
 def test_retry_from_the_command_line(deployed, failing):
     evolution, generation = _failed(failing, "cli-retry")
     for flow_run in (generation, evolution):
+        failed = _state(flow_run["id"])
         out = _prefect(deployed, "flow-run", "retry", flow_run["id"])
         assert "scheduled for retry" in out
-        assert _final(flow_run["id"]) == "Completed"
+        _assert_completed(flow_run["id"], failed)
     _assert_every_candidate_once(failing["cli-retry"] / "store", "cli-retry")
 
 
 def test_retry_of_the_evolution_alone_retries_its_failed_generation(deployed, failing):
     evolution, _generation = _failed(failing, "parent-retry")
+    failed = _state(evolution["id"])
     _prefect(deployed, "flow-run", "retry", evolution["id"])
-    assert _final(evolution["id"]) == "Completed"
+    _assert_completed(evolution["id"], failed)
     _assert_every_candidate_once(failing["parent-retry"] / "store", "parent-retry")
 
 
@@ -137,12 +143,16 @@ def _failed(failing: dict[str, Path], run: str) -> tuple[dict, dict]:
     return evolution, generation
 
 
-def _press_retry(page: Page) -> None:
+def _press_retry(page: Page, flow_run_id: str, before: dict) -> None:
     """On a flow run's page: Retry, and Retry again in the dialog that asks "Retry <name>?".
 
     A click that lands while the page is still being built can go unheard (seen once in CI on 2 busy cores: the
-    button was shown, no dialog came), so the first Retry is pressed again until the dialog opens."""
+    button was shown, no dialog came), so the first Retry is pressed again until the dialog opens, but only while
+    the server still holds the state `before`: a dialog that opened late may have been answered by that second
+    press (the dialog's Retry is the last button reading so), and a second retry would reschedule the run again."""
     for attempt in range(5):
+        if _state(flow_run_id)["id"] != before["id"]:
+            return  # the retry was taken
         page.click("Retry")
         try:
             page.wait_for("!!document.querySelector('.p-modal')", 10, "the dialog")
@@ -191,15 +201,29 @@ def _flow_run(name: str) -> dict | None:
     return runs[0] if runs else None
 
 
-def _final(flow_run_id: str) -> str:
-    """The state a flow run ends in (called after a retry has set it Scheduled: the worker runs it again)."""
+def _state(flow_run_id: str) -> dict:
+    return _api(f"/flow_runs/{flow_run_id}")["state"]
+
+
+def _final(flow_run_id: str, before: dict | None = None) -> str:
+    """The name of the final state a flow run ends in, other than the state `before` a retry (its old Failed state
+    never reads as the retry's outcome)."""
     terminal = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 
     def ended():
-        state = _api(f"/flow_runs/{flow_run_id}")["state"]
+        state = _state(flow_run_id)
+        if before is not None and state["id"] == before["id"]:
+            return None
         return state["name"] if state["type"] in terminal else None
 
     return _wait_until(ended, WAIT_S, f"flow run {flow_run_id} in a final state")
+
+
+def _assert_completed(flow_run_id: str, before: dict) -> None:
+    """The flow run, retried from the state `before`, ends Completed; if not, the worker's log says why."""
+    final = _final(flow_run_id, before)
+    log = WORKER_LOG[0].read_text(errors="replace")[-6000:] if WORKER_LOG else ""
+    assert final == "Completed", f"flow run {flow_run_id} ended {final}; the worker's log ends:\n{log}"
 
 
 def _healthy() -> bool:
