@@ -223,7 +223,9 @@ def bench_problem(name: str, points: list[dict], args, out: Path, log) -> dict:
     labels = [rec["label"] for rec, _ in live]
     log(f"\n== {name} on {torch.cuda.get_device_name()} (us, median of {args.reps}, L2 flushed) ==")
     for i, (rec, _) in enumerate(live):  # the correctness beside each point, so that a table read alone says it
-        verdict = "correct" if not rec["failures"] else f"WRONG, {len(rec['failures'])} failed checks: timed, not usable"
+        verdict = (
+            "correct" if not rec["failures"] else f"WRONG, {len(rec['failures'])} failed checks: timed, not usable"
+        )
         log(f"  P{i}: {rec['label']} ({verdict})")
     header = f"{'m x n x k':>18} {'SoL':>7} {'cuBLASLt':>9} " + " ".join(
         f"{'P' + str(i):>8}" for i in range(len(labels))
