@@ -57,3 +57,25 @@ def test_refused_points_do_not_compile(template, params, tmp_path: Path):
     result = compile_source(render_kernel(template, params), find_toolchain("cuda"), "sm_90a", tmp_path)
     assert not result.ok
     assert "static assertion failed" in result.log
+
+
+# Three consumer warpgroups (fp8_gemm_kmajor, BM = 192) run on 160 registers a thread: the corners of their space (the
+# largest accumulator, the most stages, clusters, split-K, the staged epilogue) must compile without spilling.
+THREE_CONSUMERS = [
+    {"BN": 160, "N_PARTS": 2, "STAGES": 3, "EPI": 1, "CLUSTER": 1, "SPLIT_K": 4, "PROMOTE": 4},
+    {"BN": 160, "N_PARTS": 2, "STAGES": 5, "EPI": 0, "CLUSTER": 2, "SPLIT_K": 1, "PROMOTE": 2},
+    {"BN": 128, "N_PARTS": 1, "STAGES": 4, "EPI": 1, "CLUSTER": 2, "SPLIT_K": 8, "PROMOTE": 2},
+    {"BN": 64, "N_PARTS": 1, "STAGES": 6, "EPI": 1, "CLUSTER": 2, "SPLIT_K": 8, "PROMOTE": 4},
+]
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("point", THREE_CONSUMERS, ids=lambda p: f"BN{p['BN']}-P{p['N_PARTS']}-S{p['STAGES']}")
+def test_three_consumer_warpgroups_compile_without_spills(point, tmp_path: Path):
+    template = load_problem("fp8_gemm_kmajor").template("cuda", "wgmma")
+    params = {**template.default, "BM": 192, "CONSUMERS": 3, "OVERLAP": 0, **point}
+    assert template.feasible(params)
+    result = compile_source(render_kernel(template, params), find_toolchain("cuda"), "sm_90a", tmp_path)
+    assert result.ok, result.log[-2000:]
+    (kernel,) = [k for k in result.resources if "wgmma" in k.name]
+    assert kernel.spill_bytes == 0 and kernel.stack_or_scratch_bytes == 0, result.log[-2000:]
