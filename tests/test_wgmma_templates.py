@@ -59,7 +59,7 @@ def test_refused_points_do_not_compile(template, params, tmp_path: Path):
     assert "static assertion failed" in result.log
 
 
-# Three consumer warpgroups (fp8_gemm_kmajor, BM = 192) run on 160 registers a thread: the corners of their space (the
+# Three consumer warpgroups (fp8_gemm_kmajor, BM = 192) run on 152 registers a thread: the corners of their space (the
 # largest accumulator, the most stages, clusters, split-K, the staged epilogue) must compile without spilling.
 THREE_CONSUMERS = [
     {"BN": 160, "N_PARTS": 2, "STAGES": 3, "EPI": 1, "CLUSTER": 1, "SPLIT_K": 4, "PROMOTE": 4},
