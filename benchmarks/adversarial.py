@@ -18,10 +18,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from ksci.evaluate import EvaluationOptions, evaluate_source
-from ksci.problem import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, load_problem
-from ksci.render import render_kernel
-from ksci.results import Status
+from ksci.evaluate.pipeline import EvaluationOptions, evaluate_source
+from ksci.evaluate.results import Status
+from ksci.problem.render import render_kernel
+from ksci.problem.spec import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, load_problem
 
 QUICK = {"min_reps": 5, "max_reps": 20, "budget_s": 0.5}
 

@@ -12,9 +12,9 @@ import datetime
 import json
 from pathlib import Path
 
-from ksci.evaluate import EvaluationOptions, evaluate_source
-from ksci.problem import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, load_problem
-from ksci.render import render_kernel
+from ksci.evaluate.pipeline import EvaluationOptions, evaluate_source
+from ksci.problem.render import render_kernel
+from ksci.problem.spec import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, load_problem
 
 
 def main() -> None:

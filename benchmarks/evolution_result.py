@@ -17,10 +17,10 @@ import argparse
 import json
 from pathlib import Path
 
-from ksci.evaluate import EvaluationOptions, evaluate_source
-from ksci.lineage import LineageStore
-from ksci.problem import load_problem, shape_key
-from ksci.results import Status, geomean
+from ksci.evaluate.pipeline import EvaluationOptions, evaluate_source
+from ksci.evaluate.results import Status, geomean
+from ksci.lineage.store import LineageStore
+from ksci.problem.spec import load_problem, shape_key
 
 
 def _describe(row) -> str:

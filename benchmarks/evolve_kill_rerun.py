@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from ksci.lineage import LineageStore
+from ksci.lineage.store import LineageStore
 
 STORE = "data/runs"
 

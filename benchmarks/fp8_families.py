@@ -16,10 +16,10 @@ import argparse
 import json
 from pathlib import Path
 
-from ksci.evaluate import EvaluationOptions, evaluate_source
-from ksci.problem import load_problem, shape_key
-from ksci.render import render_kernel
-from ksci.results import geomean
+from ksci.evaluate.pipeline import EvaluationOptions, evaluate_source
+from ksci.evaluate.results import geomean
+from ksci.problem.render import render_kernel
+from ksci.problem.spec import load_problem, shape_key
 
 
 def main() -> None:

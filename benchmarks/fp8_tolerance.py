@@ -17,11 +17,11 @@ from pathlib import Path
 
 import torch
 
-from ksci.compile import compile_source
-from ksci.harness.child import Candidate
-from ksci.problem import load_problem
-from ksci.render import render_kernel
-from ksci.toolchain import default_arch, find_toolchain
+from ksci.evaluate.compile import compile_source
+from ksci.evaluate.harness.child import Candidate
+from ksci.evaluate.toolchain import default_arch, find_toolchain
+from ksci.problem.render import render_kernel
+from ksci.problem.spec import load_problem
 
 
 def need(out: torch.Tensor, ref: torch.Tensor, rtol: float, atol: float) -> float:

@@ -31,10 +31,10 @@ from pathlib import Path
 import torch
 from hopper_fp8 import geomean, time_us  # the same timing as the whole-kernel benchmark (this folder)
 
-from ksci.compile import compile_source
-from ksci.problem import load_problem
-from ksci.render import render_kernel
-from ksci.toolchain import find_toolchain
+from ksci.evaluate.compile import compile_source
+from ksci.evaluate.toolchain import find_toolchain
+from ksci.problem.render import render_kernel
+from ksci.problem.spec import load_problem
 
 # The pre-pass as it was before the 16-byte rewrite (64 x 64 tiles, single-byte gathers from shared memory, 16-byte
 # stores to 64 rows per warp), kept here only to be timed beside the current one.

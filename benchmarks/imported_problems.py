@@ -20,10 +20,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # tests/support: the scripted LLM server and its scripts
 
-from ksci.evaluate import EvaluationOptions, evaluate_source  # noqa: E402
-from ksci.problem import load_problem  # noqa: E402
-from ksci.testing.imported_problems import expected, import_all, kernels  # noqa: E402
+from support.imported_problems import expected, import_all, kernels  # noqa: E402
+
+from ksci.evaluate.pipeline import EvaluationOptions, evaluate_source  # noqa: E402
+from ksci.problem.spec import load_problem  # noqa: E402
 
 
 def main() -> int:

@@ -1,7 +1,7 @@
 """The LLM scientist end to end against a SCRIPTED OpenAI-compatible server (no model): `ksci evolve --proposer llm`
 for three generations of fp8_gemm on CUDA: generation 0 the seed templates, generations 1 and 2 three LLM
 experiments each (selected, designed, written, compiled, verified, timed, recorded), with the scripted
-misbehaviours of ksci/testing/fp8_gemm_script.py. Prints the LLM rows, the llm_calls summary and the findings,
+misbehaviours of tests/support/fp8_gemm_script.py. Prints the LLM rows, the llm_calls summary and the findings,
 then checks what the issue asks for. The token counts are the scripted server's (len/4) and the prices demo
 prices, so the cost column shows the bookkeeping, not a provider's bill.
 
@@ -23,11 +23,13 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # tests/support: the scripted LLM server and its scripts
 
-from ksci.lineage import LineageStore  # noqa: E402
+from support.fp8_gemm_script import demo_config_toml, demo_script  # noqa: E402
+from support.scripted_llm_server import ScriptedLlmServer  # noqa: E402
+
+from ksci.lineage.store import LineageStore  # noqa: E402
 from ksci.llm.ledger import LlmLedger, summarize_calls  # noqa: E402
-from ksci.testing.fp8_gemm_script import demo_config_toml, demo_script  # noqa: E402
-from ksci.testing.scripted_llm_server import ScriptedLlmServer  # noqa: E402
 
 FAKE_KEY = "sk-test-SECRET123"  # the demo's key: it must show up in no file the run writes
 

@@ -2,7 +2,7 @@
 KernelBench test problem level2_gemm_multiply_leakyrelu and the gpu-mode task fp8_mm (tests/data/) are imported
 into a temporary folder, then `ksci evolve --proposer llm` runs two generations of each: generation 0 written from
 the reference (neither has a seed template), generation 1 selected, designed and written from generation 0
-(ksci/testing/imported_script.py). Prints the lineage rows, the llm_calls per stage, writes each run's HTML report,
+(tests/support/imported_script.py). Prints the lineage rows, the llm_calls per stage, writes each run's HTML report,
 and checks what the issue asks for. The kernels are the hand-written ones of tests/data/; token counts and prices
 are the scripted server's and the demo's.
 
@@ -24,13 +24,15 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # tests/support: the scripted LLM server and its scripts
 
-from ksci.lineage import LineageStore  # noqa: E402
+from support.fp8_gemm_script import demo_config_toml  # noqa: E402
+from support.imported_problems import import_all  # noqa: E402
+from support.imported_script import imported_script  # noqa: E402
+from support.scripted_llm_server import ScriptedLlmServer  # noqa: E402
+
+from ksci.lineage.store import LineageStore  # noqa: E402
 from ksci.llm.ledger import LlmLedger, summarize_calls  # noqa: E402
-from ksci.testing.fp8_gemm_script import demo_config_toml  # noqa: E402
-from ksci.testing.imported_problems import import_all  # noqa: E402
-from ksci.testing.imported_script import imported_script  # noqa: E402
-from ksci.testing.scripted_llm_server import ScriptedLlmServer  # noqa: E402
 
 PROBLEMS = ("level2_gemm_multiply_leakyrelu", "fp8_mm")
 KEY = "sk-test-SECRET123"

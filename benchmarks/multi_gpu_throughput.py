@@ -32,8 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ksci.evaluate import visible_gpus
-from ksci.lineage import LineageStore
+from ksci.evaluate.pipeline import visible_gpus
+from ksci.lineage.store import LineageStore
 
 
 def run_once(args, gpus: list[str], work: Path, generations: int) -> dict:

@@ -1,4 +1,4 @@
-"""Record what the harness measures of each timed call, for the timing rules in ksci/reports.py.
+"""Record what the harness measures of each timed call, for the timing rules in ksci/evaluate/protocol.py.
 
 For each kernel given (a source file, or `seed:TEMPLATE` for a seed's default point) it runs the harness once,
 screen and library check included, and prints per shape: the median call, the host latency the events do not
@@ -16,13 +16,13 @@ import argparse
 import json
 from pathlib import Path
 
-from ksci.compile import compile_source
-from ksci.evaluate import EvaluationOptions, classify, compile_candidate, expected_reports, run_harness
-from ksci.problem import DIALECT_OF_TARGET, load_problem
-from ksci.render import render_kernel
-from ksci.reports import timing_doubts
-from ksci.results import Status, Verdict
-from ksci.toolchain import default_arch, find_toolchain
+from ksci.evaluate.compile import compile_source
+from ksci.evaluate.pipeline import EvaluationOptions, classify, compile_candidate, expected_reports, run_harness
+from ksci.evaluate.protocol import timing_doubts
+from ksci.evaluate.results import Status, Verdict
+from ksci.evaluate.toolchain import default_arch, find_toolchain
+from ksci.problem.render import render_kernel
+from ksci.problem.spec import DIALECT_OF_TARGET, load_problem
 
 
 def source_of(problem, name: str, target: str) -> str:

@@ -37,13 +37,13 @@ from flows.artifacts import generation_markdown, generation_table
 from flows.llm_generation import distil_findings, llm_candidates
 from flows.pipeline import OVERLAP_RULE, board_of, horizon, open_board, overlap_allowed
 from ksci import PROJECT_ROOT
-from ksci.evaluate import SPARES
-from ksci.limits import RunLimits
-from ksci.lineage import LineageStore
+from ksci.evaluate.pipeline import SPARES
+from ksci.lineage.store import LineageStore
 from ksci.llm.config import LlmConfig, LlmConfigError, load_config
 from ksci.llm.ledger import LlmLedger
-from ksci.problem import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, load_problem
-from ksci.propose import space_note
+from ksci.problem.spec import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, load_problem
+from ksci.proposers.tuning import space_note
+from ksci.run import RunLimits
 from tasks.compose import compose
 from tasks.gpu import GPU_PRIORITY, ensure_gpu_limit
 from tasks.stages import (
@@ -170,7 +170,7 @@ def _generation(
         )
         pending = []
         for proposal in proposals:
-            if proposal.by_shape:  # a composition of points by shape (ksci.compose)
+            if proposal.by_shape:  # a composition of points by shape (ksci.problem.compose)
                 rendered = compose.submit(problem, dialect, proposal.by_shape)
             else:
                 rendered = render.submit(problem, dialect, proposal.template, proposal.params)
@@ -225,7 +225,7 @@ def _propose(problem, dialect, run, generation, population, learns_from, overlap
 
 
 def _space_note(problem, dialect, store_root, run, generation, population, proposals, overlap) -> str:
-    """Which template families have no untried feasible point left (ksci.propose.space_note)."""
+    """Which template families have no untried feasible point left (ksci.proposers.tuning.space_note)."""
     in_flight = []
     if overlap:
         board = board_of(store_root, run)
@@ -292,7 +292,7 @@ def evolve(
     generations are subflows in this flow's process, and only the whole evolution can be rerun.
     max_candidates, time_limit_s: stop cleanly before a generation once the run holds that many candidates (the
     generation that reaches the cap gets only the candidates left) or once this call has run that long
-    (ksci.limits); `generations` stays the most there will be."""
+    (ksci.run); `generations` stays the most there will be."""
     limits = RunLimits(max_candidates, time_limit_s)
     if proposer not in ("tuning", "llm"):
         raise ValueError(f"proposer {proposer!r}: expected 'tuning' or 'llm'")

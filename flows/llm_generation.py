@@ -19,15 +19,15 @@ import pandas as pd
 from prefect import get_run_logger
 from prefect.futures import wait
 
-from ksci.lineage import LineageStore, LlmUsage
+from ksci.evaluate.results import Status, Verdict
+from ksci.lineage.store import LineageStore, LlmUsage
 from ksci.llm import designer, findings, selector, writer
 from ksci.llm.ask import Answer, BudgetExhausted, Ledger, LlmCallFailed, StageRequest
 from ksci.llm.client import TransientLlmError
 from ksci.llm.config import LlmConfig
 from ksci.llm.knowledge import load_knowledge
 from ksci.llm.ledger import LlmLedger
-from ksci.problem import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, load_problem
-from ksci.results import Status, Verdict
+from ksci.problem.spec import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, load_problem
 from tasks.llm import asker
 
 MAX_EXPERIMENTS = 12  # earlier experiments on the Base shown to the designer

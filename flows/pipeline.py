@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 
-from ksci.propose import Proposal
+from ksci.proposers.tuning import Proposal
 
 OVERLAP_RULE = (
     "0 or more, and 0 with the llm proposer (an LLM generation learns from the results and findings of the one "

@@ -12,7 +12,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 
 from flows.evolve import DEFAULT_STORE, _artifact_key
-from ksci.lineage import LineageStore
+from ksci.lineage.store import LineageStore
 from tasks.gpu import ensure_gpu_limit
 from tasks.stages import benchmark_kernel, compile_kernel, record_candidate, verify_kernel
 

@@ -14,7 +14,8 @@ import signal
 import sys
 from pathlib import Path
 
-from ksci.evaluate import (
+from ksci.evaluate.hipify import find_hipify, hipify_source
+from ksci.evaluate.pipeline import (
     EnvironmentProblem,
     EvaluationOptions,
     evaluate_source,
@@ -22,8 +23,10 @@ from ksci.evaluate import (
     measure_baselines,
     visible_gpus,
 )
-from ksci.hipify import find_hipify, hipify_source
-from ksci.problem import (
+from ksci.evaluate.results import Status
+from ksci.evaluate.toolchain import ToolchainMissing
+from ksci.problem.render import render_kernel
+from ksci.problem.spec import (
     DIALECT_OF_TARGET,
     TARGETS,
     ProblemError,
@@ -32,10 +35,7 @@ from ksci.problem import (
     load_problem,
     register_problem_dir,
 )
-from ksci.render import render_kernel
-from ksci.results import Status
-from ksci.summary import format_evolution, format_verdict
-from ksci.toolchain import ToolchainMissing
+from ksci.report.summary import format_evolution, format_verdict
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_ENVIRONMENT = 0, 1, 2, 3
 
@@ -268,7 +268,7 @@ def cmd_evolve(args) -> int:
         )
     proposer, llm = _proposer(args)
     if proposer == "tuning":
-        from ksci.propose import needs_template
+        from ksci.proposers.tuning import needs_template
 
         missing = needs_template(load_problem(args.problem), DIALECT_OF_TARGET[args.target])
         if missing:
@@ -362,7 +362,7 @@ def _proposer(args):
 
 
 def cmd_report(args) -> int:
-    from ksci.report import build_report  # matplotlib loads for this command only
+    from ksci.report.html import build_report  # matplotlib loads for this command only
 
     store, frame = _read_run(args)
     output = args.output or Path(f"{args.run}-report.html")
@@ -372,7 +372,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_status(args) -> int:
-    from ksci.report import format_status
+    from ksci.report.html import format_status
 
     _store, frame = _read_run(args)
     print(format_status(frame, args.run))
@@ -381,7 +381,7 @@ def cmd_status(args) -> int:
 
 def _read_run(args):
     from ksci import PROJECT_ROOT
-    from ksci.lineage import LineageStore
+    from ksci.lineage.store import LineageStore
 
     store = LineageStore(args.store or PROJECT_ROOT / "data" / "runs")
     if args.run not in store.runs():

@@ -21,6 +21,6 @@ tail -n 3 "$WORK/run.log"
 if ! grep -q "Completed" "$WORK/run.log"; then
   echo "--- worker log"; tail -n 60 "$WORK/worker.log"; exit 1
 fi
-ROWS=$("$BIN/python" -c "from ksci.lineage import LineageStore; print(len(LineageStore('$STORE').read('deployed')))")
+ROWS=$("$BIN/python" -c "from ksci.lineage.store import LineageStore; print(len(LineageStore('$STORE').read('deployed')))")
 echo "the deployed run recorded $ROWS candidates"
 [ "$ROWS" -gt 0 ]

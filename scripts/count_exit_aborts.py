@@ -3,7 +3,7 @@ as tests/test_lineage.py's concurrent-append test starts them. Prints the exit c
 
     python scripts/count_exit_aborts.py --rounds 250      # 1000 writer processes, about 6 minutes on 2 cores
 
-Before ksci.lineage.read_part stopped using pq.read_table, 6 of 1000 exits were -6 (2026-11-21, this machine).
+Before ksci.lineage.store.read_part stopped using pq.read_table, 6 of 1000 exits were -6 (2026-11-21, this machine).
 """
 
 from __future__ import annotations

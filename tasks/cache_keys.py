@@ -23,34 +23,46 @@ from typing import Any
 from prefect.cache_policies import INPUTS, TASK_SOURCE, CachePolicy
 from prefect.context import TaskRunContext
 
-from ksci.hipify import find_hipify
-from ksci.problem import problem_root
-from ksci.toolchain import ToolchainMissing, default_arch, find_toolchain
+from ksci.evaluate.hipify import find_hipify
+from ksci.evaluate.toolchain import ToolchainMissing, default_arch, find_toolchain
+from ksci.problem.spec import problem_root
 
 KSCI = Path(__file__).resolve().parent.parent / "ksci"
-# What decides a verdict once the library exists (each counted where it exists).
-HARNESS_CODE = (
-    "harness/*.py",
-    "importers/runtime.py",  # what an imported problem's reference.py runs
-    "evaluate.py",
-    "reports.py",
-    "screen.py",
-    "libcheck.py",
-    "results.py",
-    "isolate.py",
-    "roofline.py",
-    "simulate.py",
-)
-# What decides a compile's result: the screen, the library check, the compile step itself.
-COMPILE_CODE = ("screen.py", "libcheck.py", "compile.py", "evaluate.py", "toolchain.py", "hipify.py", "results.py")
+# Code is keyed by folder (ksci's packages by stage), so that a file added to or moved into a keyed folder is in
+# the key without a list to update; every pattern must match a file (code_hash), and tests/test_cache_keys.py
+# checks that each does.
+# What decides a verdict once the library exists: the evaluation (screen, harness, protocol, classification),
+# the backends, the problem code (spec, tolerances, roofline) and what an imported problem's reference.py runs.
+HARNESS_CODE = ("evaluate/**/*.py", "backends/**/*.py", "problem/**/*.py", "importers/runtime.py")
+# What decides a compile's result: the screen, the library check, the compile step and the toolchains.
+COMPILE_CODE = ("evaluate/**/*.py", "backends/**/*.py")
 PROBLEM_FILES = ("problem.yaml", "reference.py")
 # What decides a rendered (or composed) source besides the point: the problem's templates and spec.
 TEMPLATE_FILES = ("problem.yaml", "templates/**/*")
-RENDER_CODE = ("render.py", "compose.py", "problem.py")
+RENDER_CODE = ("problem/**/*.py",)
 # What decides a converted source besides the source: the conversion's code (and which converters are here).
-HIPIFY_CODE = ("hipify.py", "evaluate.py", "problem.py")
+HIPIFY_CODE = ("evaluate/**/*.py", "problem/**/*.py")
 # What decides a generation's proposals besides the population: the proposer's code.
-PROPOSER_CODE = ("propose.py", "per_shape.py", "compose.py", "constraints.py", "problem.py")
+PROPOSER_CODE = ("proposers/**/*.py", "problem/**/*.py")
+CODE_KEYS = {
+    "harness": HARNESS_CODE,
+    "compile": COMPILE_CODE,
+    "render": RENDER_CODE,
+    "hipify": HIPIFY_CODE,
+    "proposer": PROPOSER_CODE,
+}
+
+
+class UnmatchedPattern(RuntimeError):
+    """A code pattern of a cache key matches no file: a folder was renamed without updating the key."""
+
+
+def code_hash(patterns: tuple[str, ...]) -> str:
+    """hash_files over ksci's own code; a pattern that matches nothing is an error, never silently dropped."""
+    for pattern in patterns:
+        if not any(p.is_file() for p in KSCI.glob(pattern)):
+            raise UnmatchedPattern(f"cache key pattern ksci/{pattern} matches no file")
+    return hash_files(KSCI, patterns)
 
 
 def hash_files(root: Path, patterns: tuple[str, ...]) -> str:
@@ -63,11 +75,11 @@ def hash_files(root: Path, patterns: tuple[str, ...]) -> str:
 
 
 def harness_code_hash() -> str:
-    return hash_files(KSCI, HARNESS_CODE)
+    return code_hash(HARNESS_CODE)
 
 
 def compile_code_hash() -> str:
-    return hash_files(KSCI, COMPILE_CODE)
+    return code_hash(COMPILE_CODE)
 
 
 def problem_hash(problem: str) -> str:
@@ -75,11 +87,11 @@ def problem_hash(problem: str) -> str:
 
 
 def render_code_hash() -> str:
-    return hash_files(KSCI, RENDER_CODE)
+    return code_hash(RENDER_CODE)
 
 
 def proposer_code_hash() -> str:
-    return hash_files(KSCI, PROPOSER_CODE)
+    return code_hash(PROPOSER_CODE)
 
 
 def template_hash(problem: str) -> str:
@@ -165,7 +177,7 @@ class HipifyCode(CachePolicy):
     def compute_key(
         self, task_ctx: TaskRunContext, inputs: dict[str, Any], flow_parameters: dict[str, Any], **kwargs: Any
     ) -> str:
-        return _digest(hash_files(KSCI, HIPIFY_CODE), *find_hipify())
+        return _digest(code_hash(HIPIFY_CODE), *find_hipify())
 
 
 class ProposerCode(CachePolicy):

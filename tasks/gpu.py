@@ -40,7 +40,7 @@ LEASE_S = 60.0  # a slot whose holder was killed is free again this long after t
 REPOSSESS_EVERY_S = 5.0  # also how often a wait that finds every slot busy asks whether the API is there at all
 API_GRACE_S = 30.0  # a Prefect API that has not answered for this long ends the wait (a restart takes ~15 s)
 # A slot seen taken this long by no candidate of this process gets a warning: longer than any one candidate holds
-# it (ksci.evaluate.EvaluationOptions.timeout_s, 900 s, kills a harness), so it is another run's or stuck.
+# it (ksci.evaluate.pipeline.EvaluationOptions.timeout_s, 900 s, kills a harness), so it is another run's or stuck.
 STUCK_HINT_S = 1200.0
 WATCH_GAP_S = 30.0  # ... taken at every look, with no longer gap than this between looks (it may have been free)
 # Waiters per GPU told their turn is near (any_free_gpu's on_turn: a candidate takes its harness process then, a

@@ -21,7 +21,8 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 from prefect.tasks import exponential_backoff
 
-from ksci.evaluate import (
+from ksci.backends.simulated import Simulator
+from ksci.evaluate.pipeline import (
     SPARES,
     EnvironmentProblem,
     EvaluationOptions,
@@ -35,13 +36,12 @@ from ksci.evaluate import (
     run_phases,
     unprepared_compile,
 )
-from ksci.lineage import LineageStore, candidate_from_verdict, candidate_id_of
-from ksci.problem import load_problem
-from ksci.propose import Proposal, propose_tuning
-from ksci.render import render_kernel
-from ksci.results import CompileResult, Status, Verdict
-from ksci.select import Selection, select_parents
-from ksci.simulate import Simulator
+from ksci.evaluate.results import CompileResult, Status, Verdict
+from ksci.lineage.store import LineageStore, candidate_from_verdict, candidate_id_of
+from ksci.problem.render import render_kernel
+from ksci.problem.spec import load_problem
+from ksci.proposers.select import Selection, select_parents
+from ksci.proposers.tuning import Proposal, propose_tuning
 from tasks.cache_keys import COMPILE_CACHE, HIPIFY_CACHE, PROPOSAL_CACHE, RENDER_CACHE, VERDICT_CACHE
 from tasks.gpu import START_AHEAD, any_free_gpu
 

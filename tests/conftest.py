@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from ksci.evaluate import gpu_visible
-from ksci.toolchain import ToolchainMissing, find_toolchain
+from ksci.evaluate.pipeline import gpu_visible
+from ksci.evaluate.toolchain import ToolchainMissing, find_toolchain
 
 # One line per HIP compile, printed at the end of the session (CI runs without -s): tests/test_hip_gfx942.py.
 HIP_COMPILE_LINES = pytest.StashKey[list[str]]()

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from ksci.compile import compile_source
-from ksci.evaluate import EvaluationOptions, evaluate_source, run_phases
-from ksci.problem import load_problem
-from ksci.results import Status
-from ksci.toolchain import default_arch, find_toolchain
+from ksci.evaluate.compile import compile_source
+from ksci.evaluate.pipeline import EvaluationOptions, evaluate_source, run_phases
+from ksci.evaluate.results import Status
+from ksci.evaluate.toolchain import default_arch, find_toolchain
+from ksci.problem.spec import load_problem
 
 pytestmark = pytest.mark.gpu
 QUICK = {"min_reps": 5, "max_reps": 20, "budget_s": 0.5}

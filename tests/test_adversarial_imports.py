@@ -11,10 +11,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-import ksci.libcheck as libcheck
-from ksci.compile import compile_source
-from ksci.problem import load_problem
-from ksci.toolchain import find_toolchain
+import ksci.evaluate.libcheck as libcheck
+from ksci.evaluate.compile import compile_source
+from ksci.evaluate.toolchain import find_toolchain
+from ksci.problem.spec import load_problem
 
 pytestmark = pytest.mark.nvcc
 ADVERSARIAL = load_problem("fp8_gemm").root / "solutions" / "adversarial"

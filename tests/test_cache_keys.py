@@ -16,8 +16,8 @@ from prefect.testing.utilities import prefect_test_harness  # noqa: E402
 
 import tasks.cache_keys as cache_keys  # noqa: E402
 from flows.evolve import evolve  # noqa: E402
-from ksci.lineage import LineageStore  # noqa: E402
-from ksci.simulate import Simulator  # noqa: E402
+from ksci.backends.simulated import Simulator  # noqa: E402
+from ksci.lineage.store import LineageStore  # noqa: E402
 
 RECORDING = Path(__file__).parent / "data" / "fp8_gemm_h200_recording.json"
 
@@ -28,15 +28,15 @@ def test_the_harness_hash_follows_every_harness_file(tmp_path, monkeypatch):
     monkeypatch.setattr(cache_keys, "KSCI", copy)
     before = cache_keys.harness_code_hash()
     compile_before = cache_keys.compile_code_hash()
-    for name in ("harness/check.py", "reports.py", "evaluate.py", "roofline.py"):
+    for name in ("evaluate/harness/check.py", "evaluate/protocol.py", "evaluate/pipeline.py", "problem/roofline.py"):
         path = copy / name
         path.write_text(path.read_text() + "\n# changed\n")
         assert cache_keys.harness_code_hash() != before, name
         before = cache_keys.harness_code_hash()
-    (copy / "libcheck.py").write_text("# a new check\n")  # counted once it exists
+    (copy / "evaluate" / "new_check.py").write_text("# a new check\n")  # counted once it exists: keyed by folder
     assert cache_keys.harness_code_hash() != before and cache_keys.compile_code_hash() != compile_before
     before = cache_keys.harness_code_hash()
-    (copy / "lineage.py").write_text("# not the harness\n")
+    (copy / "lineage" / "store.py").write_text("# not the harness\n")
     assert cache_keys.harness_code_hash() == before
 
 
@@ -71,9 +71,11 @@ def test_the_proposer_hash_follows_the_proposer_code(tmp_path, monkeypatch):
     shutil.copytree(cache_keys.KSCI, copy)
     monkeypatch.setattr(cache_keys, "KSCI", copy)
     before, render = cache_keys.proposer_code_hash(), cache_keys.render_code_hash()
-    (copy / "propose.py").write_text((copy / "propose.py").read_text() + "\n# changed\n")
+    tuning = copy / "proposers" / "tuning.py"
+    tuning.write_text(tuning.read_text() + "\n# changed\n")
     assert cache_keys.proposer_code_hash() != before and cache_keys.render_code_hash() == render
-    (copy / "render.py").write_text((copy / "render.py").read_text() + "\n# changed\n")
+    render_py = copy / "problem" / "render.py"
+    render_py.write_text(render_py.read_text() + "\n# changed\n")
     assert cache_keys.render_code_hash() != render
 
 
@@ -83,11 +85,37 @@ def test_the_hipify_key_follows_the_conversions_code_and_the_converters(tmp_path
     monkeypatch.setattr(cache_keys, "KSCI", copy)
     policy = cache_keys.HipifyCode()
     before = policy.compute_key(None, {}, {})
-    (copy / "hipify.py").write_text((copy / "hipify.py").read_text() + "\n# changed\n")
+    hipify_py = copy / "evaluate" / "hipify.py"
+    hipify_py.write_text(hipify_py.read_text() + "\n# changed\n")
     changed = policy.compute_key(None, {}, {})
     assert changed != before
     monkeypatch.setattr(cache_keys, "find_hipify", lambda: ["/usr/bin/hipify-perl"])
     assert policy.compute_key(None, {}, {}) != changed
+
+
+@pytest.mark.parametrize("key", sorted(cache_keys.CODE_KEYS))
+def test_every_code_pattern_of_every_key_matches_a_file(key):
+    for pattern in cache_keys.CODE_KEYS[key]:
+        assert any(p.is_file() for p in cache_keys.KSCI.glob(pattern)), f"{key}: ksci/{pattern} matches nothing"
+    assert len(cache_keys.code_hash(cache_keys.CODE_KEYS[key])) == 64
+
+
+def test_a_file_moved_into_a_keyed_folder_changes_the_key(tmp_path, monkeypatch):
+    copy = tmp_path / "ksci"
+    shutil.copytree(cache_keys.KSCI, copy)
+    monkeypatch.setattr(cache_keys, "KSCI", copy)
+    before = cache_keys.harness_code_hash()
+    (copy / "cli.py").rename(copy / "evaluate" / "cli.py")  # outside every key before, in the harness's folder now
+    assert cache_keys.harness_code_hash() != before
+
+
+def test_a_pattern_that_matches_nothing_is_an_error_not_a_smaller_key(tmp_path, monkeypatch):
+    copy = tmp_path / "ksci"
+    shutil.copytree(cache_keys.KSCI, copy)
+    monkeypatch.setattr(cache_keys, "KSCI", copy)
+    shutil.rmtree(copy / "backends")
+    with pytest.raises(cache_keys.UnmatchedPattern, match="backends"):
+        cache_keys.harness_code_hash()
 
 
 def test_the_gpu_identity_names_the_simulators_recording_or_the_host():
@@ -157,7 +185,7 @@ class TestReruns:
         timed = first["benchmarked"] + first["benchmark_cache_hits"]
         copy = tmp_path / "ksci"
         shutil.copytree(cache_keys.KSCI, copy)
-        check = copy / "harness" / "check.py"
+        check = copy / "evaluate" / "harness" / "check.py"
         # A change never seen before (persisted results outlive a test session): a key of its own.
         check.write_text(check.read_text() + f"\n# a stricter check {uuid.uuid4()}\n")
         monkeypatch.setattr(

@@ -1,6 +1,6 @@
 import torch
 
-from ksci.harness.check import compare, same_bytes
+from ksci.evaluate.harness.check import compare, same_bytes
 
 
 def test_within_tolerance_passes_and_reports_the_error():

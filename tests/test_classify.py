@@ -2,10 +2,10 @@
 
 import pytest
 
-from ksci.evaluate import EnvironmentProblem, classify
-from ksci.isolate import ChildOutcome
-from ksci.problem import load_problem
-from ksci.results import Status, Verdict, geomean
+from ksci.evaluate.isolate import ChildOutcome
+from ksci.evaluate.pipeline import EnvironmentProblem, classify
+from ksci.evaluate.results import Status, Verdict, geomean
+from ksci.problem.spec import load_problem
 
 PROBLEM = load_problem("fp8_gemm")
 STARTED = {"event": "started", "fingerprint": {"gpu": "NVIDIA H200"}}
@@ -158,7 +158,7 @@ def test_geomean():
 
 
 def test_pinning_respects_the_gpus_the_process_may_use(monkeypatch):
-    from ksci.evaluate import pin_device
+    from ksci.evaluate.pipeline import pin_device
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert pin_device("1", "cuda") == {"CUDA_VISIBLE_DEVICES": "1"}
@@ -170,9 +170,9 @@ def test_pinning_respects_the_gpus_the_process_may_use(monkeypatch):
 
 
 def test_the_gpu_window_says_how_much_of_it_was_the_harness_starting(monkeypatch):
-    """run_phases stamps the window with when "started" and "loaded" came (ksci.isolate measures them)."""
-    import ksci.evaluate as evaluate
-    from ksci.results import CompileResult
+    """run_phases stamps the window with when "started" and "loaded" came (ksci.evaluate.isolate measures them)."""
+    import ksci.evaluate.pipeline as evaluate
+    from ksci.evaluate.results import CompileResult
 
     first_s = {"started": 2.5, "loaded": 2.75, "result": 4.0}
     outcome = ChildOutcome(messages=[*OK_RUN, _timing(100.0), RESULT_OK], returncode=0, output="", first_s=first_s)

@@ -1,7 +1,7 @@
 import pytest
 
-from ksci.compile import cache_key, compile_source, source_hash
-from ksci.toolchain import Toolchain, find_toolchain, parse_amdgpu_remarks, parse_ptxas
+from ksci.evaluate.compile import cache_key, compile_source, source_hash
+from ksci.evaluate.toolchain import Toolchain, find_toolchain, parse_amdgpu_remarks, parse_ptxas
 
 KERNEL = """
 #include <cuda_runtime.h>

@@ -1,4 +1,4 @@
-"""Composed kernels (ksci/compose.py): template points by shape in one source, dispatched on the shape arguments."""
+"""Composed kernels (ksci/problem/compose.py): template points by shape in one source, dispatched on the shape arguments."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from ksci.compose import compose_kernel, composed_plan, plan_of, split_includes
-from ksci.problem import load_problem, shape_key
-from ksci.screen import screen_source
-from ksci.simulate import Simulator
-from ksci.toolchain import find_toolchain
+from ksci.backends.simulated import Simulator
+from ksci.evaluate.screen import screen_source
+from ksci.evaluate.toolchain import find_toolchain
+from ksci.problem.compose import compose_kernel, composed_plan, plan_of, split_includes
+from ksci.problem.spec import load_problem, shape_key
 
 ARCH = {"cuda": "sm_90a", "rocm": "gfx940"}  # as tests/test_toolchains.py
 

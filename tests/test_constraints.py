@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ksci.constraints import ConstraintError, parse_constraint
-from ksci.problem import ProblemError, list_problems, load_problem
-from ksci.render import render_kernel
-from ksci.toolchain import find_toolchain
+from ksci.evaluate.toolchain import find_toolchain
+from ksci.problem.constraints import ConstraintError, parse_constraint
+from ksci.problem.render import render_kernel
+from ksci.problem.spec import ProblemError, list_problems, load_problem
 
 SAMPLE = 20  # feasible points compiled per template with a larger space
 ARCH = {"cuda": "sm_90a", "rocm": "gfx940"}  # as tests/test_toolchains.py: Debian's hipcc knows gfx940, not gfx942

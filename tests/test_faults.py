@@ -21,19 +21,19 @@ from pathlib import Path
 
 import httpx
 import pytest
+from support.fp8_gemm_script import demo_config_toml, steady_script
+from support.scripted_llm_server import ScriptedLlmServer
 
-from ksci.lineage import LineageStore
+from ksci.evaluate.results import Status, Verdict
+from ksci.lineage.store import LineageStore
 from ksci.llm.ledger import LlmLedger
-from ksci.results import Status, Verdict
-from ksci.testing.fp8_gemm_script import demo_config_toml, steady_script
-from ksci.testing.scripted_llm_server import ScriptedLlmServer
 
 ROOT = Path(__file__).resolve().parent.parent
 EVOLVE = [sys.executable, "-m", "ksci.cli", "evolve", "--problem", "fp8_gemm", "--target", "cuda", "--children", "3"]
 
 
 def _rows(count: int, generation: int = 0):
-    from ksci.lineage import candidate_from_verdict
+    from ksci.lineage.store import candidate_from_verdict
 
     return [
         candidate_from_verdict(
@@ -61,7 +61,7 @@ def test_a_full_disk_leaves_the_store_readable_and_complete(tmp_path):
         import resource, sys
         sys.path.insert(0, {str(ROOT)!r})
         from tests.test_faults import _rows
-        from ksci.lineage import LineageStore
+        from ksci.lineage.store import LineageStore
         resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))  # smaller than any Parquet part file
         try:
             LineageStore({str(tmp_path / "store")!r}).append(_rows(5, generation=1))

@@ -14,8 +14,8 @@ configure_prefect()
 from prefect.testing.utilities import prefect_test_harness  # noqa: E402
 
 from flows.evolve import evolve  # noqa: E402
-from ksci.lineage import LineageStore  # noqa: E402
-from ksci.problem import load_problem  # noqa: E402
+from ksci.lineage.store import LineageStore  # noqa: E402
+from ksci.problem.spec import load_problem  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

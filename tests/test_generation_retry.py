@@ -31,8 +31,8 @@ import pyarrow.parquet as pq
 import pytest
 from cdp import Page
 
-from ksci.lineage import KEY
-from ksci.problem import load_problem
+from ksci.lineage.store import KEY
+from ksci.problem.spec import load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 PORT = 4277

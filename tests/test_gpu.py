@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from ksci.compose import compose_kernel, plan_of
-from ksci.evaluate import EvaluationOptions, evaluate_source
-from ksci.problem import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, list_problems, load_problem, shape_key
-from ksci.render import render_kernel
-from ksci.results import Status
+from ksci.evaluate.pipeline import EvaluationOptions, evaluate_source
+from ksci.evaluate.results import Status
+from ksci.problem.compose import compose_kernel, plan_of
+from ksci.problem.render import render_kernel
+from ksci.problem.spec import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, list_problems, load_problem, shape_key
 
 pytestmark = pytest.mark.gpu
 QUICK = {"min_reps": 5, "max_reps": 20, "budget_s": 0.5}
@@ -96,9 +96,9 @@ def test_a_tuned_point_alone_and_composed_with_the_default_is_ok(name, template,
 
 
 def test_spare_harnesses_each_run_the_library_their_go_ahead_names(gpu_target):
-    """A spare harness process (ksci.evaluate.SpareHarnesses) is started before any candidate is known: the
+    """A spare harness process (ksci.evaluate.pipeline.SpareHarnesses) is started before any candidate is known: the
     second candidate here runs in the spare the first one left, and must get its own library, not the first's."""
-    from ksci.evaluate import SPARES, Harness, compile_candidate, prepare, run_phases
+    from ksci.evaluate.pipeline import SPARES, Harness, compile_candidate, prepare, run_phases
 
     problem = load_problem("fp8_gemm")
     options = _options(problem, gpu_target)
@@ -121,7 +121,7 @@ def test_spare_harnesses_each_run_the_library_their_go_ahead_names(gpu_target):
 
 
 def test_baselines_are_timed_and_checked(gpu_target):
-    from ksci.evaluate import measure_baselines
+    from ksci.evaluate.pipeline import measure_baselines
 
     problem = load_problem("fp8_gemm")
     verdict = measure_baselines(problem, _options(problem, gpu_target))
@@ -132,11 +132,11 @@ def test_baselines_are_timed_and_checked(gpu_target):
 
 
 def test_a_harness_started_ahead_runs_on_the_gpu_it_is_then_given(gpu_target):
-    """The harness process starts before its GPU is known (ksci.evaluate.Harness, as a waiting candidate starts it);
+    """The harness process starts before its GPU is known (ksci.evaluate.pipeline.Harness, as a waiting candidate starts it);
     the go-ahead's visible-devices variable must still decide which physical GPU it runs on."""
     import torch
 
-    from ksci.evaluate import Harness, visible_gpus
+    from ksci.evaluate.pipeline import Harness, visible_gpus
 
     problem = load_problem("fp8_gemm")
     options = _options(problem, gpu_target, benchmarks=problem.benchmarks[:1])

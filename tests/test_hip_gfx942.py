@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from ksci.compile import compile_source
-from ksci.problem import list_problems, load_problem
-from ksci.render import render_kernel
-from ksci.results import CompileResult
-from ksci.toolchain import find_toolchain
+from ksci.evaluate.compile import compile_source
+from ksci.evaluate.results import CompileResult
+from ksci.evaluate.toolchain import find_toolchain
+from ksci.problem.render import render_kernel
+from ksci.problem.spec import list_problems, load_problem
 
 ARCHS = ("gfx942", "gfx940")
 EXTRA_POINTS = 3  # feasible points per template besides the default

@@ -22,15 +22,15 @@ import re
 from pathlib import Path
 
 import pytest
+from support.imported_problems import kernels, sources
 
-from ksci.compile import compile_source
-from ksci.evaluate import EvaluationOptions, evaluate_source
-from ksci.hipify import TORCH, hipify_with_torch, refusal
-from ksci.problem import list_problems, load_problem
-from ksci.render import render_kernel
-from ksci.results import HipifyResult, Status
-from ksci.testing.imported_problems import kernels, sources
-from ksci.toolchain import find_toolchain
+from ksci.evaluate.compile import compile_source
+from ksci.evaluate.hipify import TORCH, hipify_with_torch, refusal
+from ksci.evaluate.pipeline import EvaluationOptions, evaluate_source
+from ksci.evaluate.results import HipifyResult, Status
+from ksci.evaluate.toolchain import find_toolchain
+from ksci.problem.render import render_kernel
+from ksci.problem.spec import list_problems, load_problem
 from tasks.stages import compile_kernel, hipify
 
 ARCHS = ("gfx942", "gfx940")

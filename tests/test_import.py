@@ -17,8 +17,8 @@ from ksci import cli
 from ksci.importers.common import ImportFailure
 from ksci.importers.gpumode import import_gpumode
 from ksci.importers.kernelbench import import_kernelbench
-from ksci.problem import list_problems, load_problem
-from ksci.propose import needs_template, propose_tuning, space_note
+from ksci.problem.spec import list_problems, load_problem
+from ksci.proposers.tuning import needs_template, propose_tuning, space_note
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data"
@@ -159,7 +159,7 @@ def test_cli_import_lists_the_problem_and_refuses_a_second_one_of_that_name(tmp_
 
 def test_dest_outside_kernels_is_registered_so_every_command_finds_it(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("KSCI_KERNELS_DIR", raising=False)
-    monkeypatch.setattr("ksci.problem.REGISTRY", tmp_path / "problem_dirs")
+    monkeypatch.setattr("ksci.problem.spec.REGISTRY", tmp_path / "problem_dirs")
     dest = tmp_path / "mine"
     assert cli.main(["import", "gpumode", str(GPUMODE[0]), "--name", "fp8_mm_elsewhere", "--dest", str(dest)]) == 0
     assert (tmp_path / "problem_dirs").read_text().strip() == str(dest.resolve())

@@ -1,18 +1,18 @@
-"""The hand-written kernels of the imported test problems (ksci/testing/imported_problems.py) against the
+"""The hand-written kernels of the imported test problems (tests/support/imported_problems.py) against the
 signatures the importers wrote: each passes the static screen and defines the entry point; nvcc compiles each;
 on a GPU the correct one is `ok` and the wrong one `wrong`, through the one harness."""
 
 from __future__ import annotations
 
 import pytest
+from support.imported_problems import expected, import_all, kernels, sources
 
-from ksci.compile import compile_source
-from ksci.evaluate import EvaluationOptions, evaluate_source
-from ksci.problem import has_entry_point, load_problem
-from ksci.results import Status
-from ksci.screen import screen_source
-from ksci.testing.imported_problems import expected, import_all, kernels, sources
-from ksci.toolchain import find_toolchain
+from ksci.evaluate.compile import compile_source
+from ksci.evaluate.pipeline import EvaluationOptions, evaluate_source
+from ksci.evaluate.results import Status
+from ksci.evaluate.screen import screen_source
+from ksci.evaluate.toolchain import find_toolchain
+from ksci.problem.spec import has_entry_point, load_problem
 
 CASES = [(name, kind) for name in sorted(sources()) for kind in ("correct", "wrong")]
 

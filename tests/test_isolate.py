@@ -7,7 +7,7 @@ import time
 
 from children import reporting_child
 
-from ksci.isolate import Child, run_child
+from ksci.evaluate.isolate import Child, run_child
 
 
 def test_reports_arrive_and_bad_lines_are_counted(tmp_path):

@@ -1,4 +1,4 @@
-"""The compiled library's imports and load-time code against the allowlist (ksci/libcheck.py), built by the real
+"""The compiled library's imports and load-time code against the allowlist (ksci/evaluate/libcheck.py), built by the real
 compilers: what a library may call does not depend on how its source spells it."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from ksci.compile import compile_source
-from ksci.evaluate import EvaluationOptions, compile_candidate
-from ksci.libcheck import check_library
-from ksci.problem import load_problem
-from ksci.render import render_kernel
-from ksci.toolchain import find_toolchain
+from ksci.evaluate.compile import compile_source
+from ksci.evaluate.libcheck import check_library
+from ksci.evaluate.pipeline import EvaluationOptions, compile_candidate
+from ksci.evaluate.toolchain import find_toolchain
+from ksci.problem.render import render_kernel
+from ksci.problem.spec import load_problem
 
 KERNEL = """
 #include <cuda_runtime.h>

@@ -1,10 +1,10 @@
-"""ksci.limits: the candidate cap and the time limit of an evolution (the flows' use: tests/test_flows.py)."""
+"""ksci.run: the candidate cap and the time limit of an evolution (the flows' use: tests/test_flows.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ksci.limits import RunLimits
+from ksci.run import RunLimits
 
 
 def test_no_limits_never_stop_and_never_trim():

@@ -17,7 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from ksci import PROJECT_ROOT
-from ksci.lineage import (
+from ksci.evaluate.results import CompileResult, KernelResources, ShapeTiming, Status, Timing, Verdict
+from ksci.lineage.store import (
     SCHEMA,
     SCHEMA_VERSION,
     Candidate,
@@ -28,7 +29,6 @@ from ksci.lineage import (
     candidate_from_verdict,
     candidate_id_of,
 )
-from ksci.results import CompileResult, KernelResources, ShapeTiming, Status, Timing, Verdict
 
 
 def make_candidate(run: str = "r1", generation: int = 0, n: int = 0, **overrides) -> Candidate:
@@ -136,7 +136,7 @@ def test_put_source_is_content_addressed_and_write_once(tmp_path: Path) -> None:
     assert relative == f"sources/{cid[:2]}/{cid}.cu"
     assert store.read_source(relative) == source
     assert store.put_source(source, ".cu") == relative and store.read_source(relative) == source
-    # Other comments: another text, so another id (a comment can change the program: ksci.compile); both stay.
+    # Other comments: another text, so another id (a comment can change the program: ksci.evaluate.compile); both stay.
     other = store.put_source("// note \\\n" + source, ".cu")
     assert other != relative and store.read_source(other) == "// note \\\n" + source
     assert store.read_source(relative) == source
@@ -169,12 +169,12 @@ def _crash_during_append(root: str) -> None:
     """Append in a child that dies (os._exit) after writing the temp file and before publishing it."""
     import os
 
-    import ksci.storage
+    import ksci.lineage.storage
 
     def die(*args) -> None:
         os._exit(3)
 
-    ksci.storage.os.replace = die
+    ksci.lineage.storage.os.replace = die
     LineageStore(root).append([make_candidate(n=7)])
 
 
@@ -198,7 +198,7 @@ def test_failed_publish_leaves_nothing(tmp_path: Path, monkeypatch: pytest.Monke
     def refuse(*args) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr("ksci.storage.os.replace", refuse)
+    monkeypatch.setattr("ksci.lineage.storage.os.replace", refuse)
     with pytest.raises(OSError, match="disk full"):
         store.append([make_candidate(n=1)])
     monkeypatch.undo()
@@ -243,7 +243,7 @@ def test_newer_files_are_refused(tmp_path: Path) -> None:
     folder = tmp_path / "new" / "candidates"
     folder.mkdir(parents=True)
     table = pa.Table.from_pylist([{"run": "new"}]).replace_schema_metadata(
-        {b"ksci.lineage.schema_version": str(SCHEMA_VERSION + 1).encode()}
+        {b"ksci.lineage.store.schema_version": str(SCHEMA_VERSION + 1).encode()}
     )
     pq.write_table(table, folder / "part-000000-0.parquet")
     with pytest.raises(LineageVersionError, match="newer"):

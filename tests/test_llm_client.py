@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from support.scripted_llm_server import ScriptedLlmServer
 
 from ksci.llm.ask import BudgetExhausted, Ledger, LlmCallFailed, StageRequest, ask_stage
 from ksci.llm.client import LlmFailure, LlmReply, TransientLlmError, chat
@@ -10,7 +11,6 @@ from ksci.llm.config import Budget, Price, load_config
 from ksci.llm.ledger import LlmLedger
 from ksci.llm.prompts import stage_marker
 from ksci.llm.selector import SCHEMA
-from ksci.testing.scripted_llm_server import ScriptedLlmServer
 
 KEY = "sk-test-SECRET123"
 SELECTION = {"json": {"base_id": "0123456789abcdef", "reference_id": None, "reason": "fastest"}}
@@ -121,9 +121,9 @@ def test_the_selector_is_a_selection_strategy_that_falls_back_to_a_rule(endpoint
 
     import pandas as pd
 
-    from ksci.lineage import Candidate, empty_frame
+    from ksci.lineage.store import Candidate, empty_frame
     from ksci.llm.selector import llm_strategy
-    from ksci.problem import load_problem
+    from ksci.problem.spec import load_problem
 
     rows = [
         Candidate(

@@ -1,5 +1,5 @@
 """The LLM proposer end to end: evolve flows under prefect_test_harness, the simulator for the GPU, and the SCRIPTED
-OpenAI-compatible server (ksci/testing/fp8_gemm_script.py) for the model, driven through the real openai SDK."""
+OpenAI-compatible server (tests/support/fp8_gemm_script.py) for the model, driven through the real openai SDK."""
 
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ from ksci.embedded import configure_prefect
 configure_prefect()
 
 from prefect.testing.utilities import prefect_test_harness  # noqa: E402
+from support.fp8_gemm_script import demo_config_toml, demo_script  # noqa: E402
+from support.scripted_llm_server import ScriptedLlmServer  # noqa: E402
 
 from flows.evolve import evolve  # noqa: E402
-from ksci.lineage import LineageStore  # noqa: E402
+from ksci.lineage.store import LineageStore  # noqa: E402
 from ksci.llm.config import LlmConfigError, load_config  # noqa: E402
 from ksci.llm.ledger import LlmLedger  # noqa: E402
-from ksci.testing.fp8_gemm_script import demo_config_toml, demo_script  # noqa: E402
-from ksci.testing.scripted_llm_server import ScriptedLlmServer  # noqa: E402
 
 pytestmark = pytest.mark.slow
 KEY = "sk-test-SECRET123"

@@ -1,6 +1,6 @@
 """An imported problem has no seed template: generation 0 of an LLM evolution is written from the reference, and
 generation 1 goes through selector, designer and writer as for shipped problems. Evolve flows under
-prefect_test_harness, the simulator for the GPU, the SCRIPTED server (ksci/testing/imported_script.py)."""
+prefect_test_harness, the simulator for the GPU, the SCRIPTED server (tests/support/imported_script.py)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ from ksci.embedded import configure_prefect
 configure_prefect()
 
 from prefect.testing.utilities import prefect_test_harness  # noqa: E402
+from support.fp8_gemm_script import demo_config_toml  # noqa: E402
+from support.imported_problems import import_all  # noqa: E402
+from support.imported_script import first_kernels, imported_script, written_id  # noqa: E402
+from support.scripted_llm_server import ScriptedLlmServer  # noqa: E402
 
 from flows.evolve import evolve  # noqa: E402
-from ksci.lineage import LineageStore  # noqa: E402
+from ksci.lineage.store import LineageStore  # noqa: E402
 from ksci.llm.config import load_config  # noqa: E402
 from ksci.llm.writer import FIRST_PLANS  # noqa: E402
-from ksci.report import build_report  # noqa: E402
-from ksci.testing.fp8_gemm_script import demo_config_toml  # noqa: E402
-from ksci.testing.imported_problems import import_all  # noqa: E402
-from ksci.testing.imported_script import first_kernels, imported_script, written_id  # noqa: E402
-from ksci.testing.scripted_llm_server import ScriptedLlmServer  # noqa: E402
+from ksci.report.html import build_report  # noqa: E402
 
 pytestmark = pytest.mark.slow
 PROBLEM = "level2_gemm_multiply_leakyrelu"

@@ -10,10 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ksci.lineage import Candidate, empty_frame
+from ksci.lineage.store import Candidate, empty_frame
 from ksci.llm import designer, findings, selector, writer
 from ksci.llm.knowledge import load_knowledge
-from ksci.problem import load_problem, shape_key
+from ksci.problem.spec import load_problem, shape_key
 
 GOLDEN = Path(__file__).parent / "golden" / "prompts"
 PROBLEM = load_problem("fp8_gemm")

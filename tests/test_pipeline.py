@@ -12,7 +12,7 @@ import pytest
 
 import tasks.gpu
 from flows.pipeline import GenerationFailed, ProposalBoard, board_of, horizon, open_board
-from ksci.propose import Proposal
+from ksci.proposers.tuning import Proposal
 from tasks.gpu import GPU_PRIORITY, _BusyRetried, _Queue, _take_one, any_free_gpu
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from browser import rendered_dom
 
-from ksci.lineage import LineageStore
+from ksci.lineage.store import LineageStore
 
 ROOT = Path(__file__).resolve().parent.parent
 PORT = 4263

@@ -1,7 +1,7 @@
 import pytest
 
-from ksci.problem import ProblemError, has_entry_point, list_problems, load_problem, shape_key
-from ksci.render import check_params, render_kernel
+from ksci.problem.render import check_params, render_kernel
+from ksci.problem.spec import ProblemError, has_entry_point, list_problems, load_problem, shape_key
 
 
 def test_shipped_problems_load():

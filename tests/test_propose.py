@@ -12,13 +12,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import ksci.per_shape
-import ksci.propose
-from ksci.constraints import parse_constraint
-from ksci.lineage import Candidate, LineageStore, empty_frame
-from ksci.problem import Problem, TemplateSpec
-from ksci.propose import Proposal, _study, propose_tuning, space_note
-from ksci.select import Selection, select_parents
+import ksci.proposers.per_shape
+import ksci.proposers.tuning
+from ksci.lineage.store import Candidate, LineageStore, empty_frame
+from ksci.problem.constraints import parse_constraint
+from ksci.problem.spec import Problem, TemplateSpec
+from ksci.proposers.select import Selection, select_parents
+from ksci.proposers.tuning import Proposal, _study, propose_tuning, space_note
 
 MMA = TemplateSpec(
     name="mma",
@@ -148,7 +148,7 @@ def test_points_in_flight_are_never_proposed_again(tmp_path: Path) -> None:
 
 
 def test_neighbours_of_the_parent_come_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ksci.propose, "SWITCH_PROBABILITY", 0.0)
+    monkeypatch.setattr(ksci.proposers.tuning, "SWITCH_PROBABILITY", 0.0)
     problem = make_problem(MMA, NAIVE)
     parent = evaluated("mma", MMA.default)
     frame = frame_of([parent, evaluated("naive", NAIVE.default)], tmp_path)
@@ -174,7 +174,7 @@ def test_untried_family_starts_from_its_default(tmp_path: Path) -> None:
 
 
 def test_switching_family_samples_the_other_template(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ksci.propose, "SWITCH_PROBABILITY", 1.0)
+    monkeypatch.setattr(ksci.proposers.tuning, "SWITCH_PROBABILITY", 1.0)
     problem = make_problem(MMA, NAIVE)
     mma, naive = evaluated("mma", MMA.default), evaluated("naive", NAIVE.default)
     frame = frame_of([mma, naive], tmp_path)
@@ -278,7 +278,7 @@ def tiled_times(params: dict) -> dict[str, float]:
 def test_no_point_violates_a_constraint_or_repeats_until_the_space_is_spent(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ksci.per_shape, "composable", lambda spec: True)  # the toy templates have no files
+    monkeypatch.setattr(ksci.proposers.per_shape, "composable", lambda spec: True)  # the toy templates have no files
     problem = replace(make_problem(TILED), benchmarks=SHAPES)
     space = [{"A": a, "B": b} for a in TILED.params["A"] for b in TILED.params["B"]]
     feasible = [p for p in space if TILED.feasible(p)]
@@ -310,7 +310,7 @@ def test_no_point_violates_a_constraint_or_repeats_until_the_space_is_spent(
 
 
 def test_the_per_shape_winners_are_composed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ksci.per_shape, "composable", lambda spec: True)  # the toy templates have no files
+    monkeypatch.setattr(ksci.proposers.per_shape, "composable", lambda spec: True)  # the toy templates have no files
     problem = replace(make_problem(TILED), benchmarks=SHAPES)
     points = [{"A": 2, "B": 2}, {"A": 8, "B": 1}, {"A": 1, "B": 2}]
     rows = [timed("tiled", p, 0, tiled_times(p)) for p in points]
@@ -340,7 +340,7 @@ def test_no_composition_without_a_gain_or_composable_templates(tmp_path: Path, m
     rows = [timed("tiled", p, 0, tiled_times(p)) for p in ({"A": 2, "B": 2}, {"A": 8, "B": 1})]
     frame = frame_of(rows, tmp_path)
     assert not any(p.by_shape for p in propose_tuning(problem, "cuda", frame, [], 4, seed=0))  # no template file
-    monkeypatch.setattr(ksci.per_shape, "composable", lambda spec: True)
+    monkeypatch.setattr(ksci.proposers.per_shape, "composable", lambda spec: True)
     assert propose_tuning(problem, "cuda", frame, [], 4, seed=0)[0].by_shape
     same = [
         timed("tiled", p, 0, {"1": 10.0 * p["A"], "2": 10.0 * p["A"]}) for p in ({"A": 1, "B": 1}, {"A": 2, "B": 1})

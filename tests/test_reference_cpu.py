@@ -2,7 +2,7 @@
 
 import torch
 
-from ksci.problem import load_problem
+from ksci.problem.spec import load_problem
 
 
 def test_fp8_gemm_inputs_have_the_task_layouts():

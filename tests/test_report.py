@@ -14,8 +14,8 @@ from browser import screenshot
 from matplotlib.image import imread
 
 from ksci.cli import main
-from ksci.lineage import LineageStore
-from ksci.report import build_report, faster_than_parent, format_status, new_bests, plot_lineage, shape_speedups
+from ksci.lineage.store import LineageStore
+from ksci.report.html import build_report, faster_than_parent, format_status, new_bests, plot_lineage, shape_speedups
 
 ROOT = Path(__file__).resolve().parent.parent
 STORE = ROOT / "docs" / "examples" / "fp8_gemm-h200-run"

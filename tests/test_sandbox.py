@@ -8,8 +8,8 @@ import sys
 
 from children import reporting_child
 
-from ksci.evaluate import SpareHarnesses, child_environment
-from ksci.isolate import run_child
+from ksci.evaluate.isolate import run_child
+from ksci.evaluate.pipeline import SpareHarnesses, child_environment
 
 SECRETS = {
     "OPENAI_API_KEY": "sk-fake-openai",
@@ -45,7 +45,7 @@ def test_limits_and_network_isolation_are_applied_or_reported(tmp_path):
         tmp_path,
         """
         import resource, socket
-        from ksci.harness.sandbox import drop_network, limit_resources
+        from ksci.evaluate.harness.sandbox import drop_network, limit_resources
         limits = limit_resources(30)
         network = drop_network()
         send("sandbox", limits=limits, network=network,
@@ -75,12 +75,12 @@ def test_limits_and_network_isolation_are_applied_or_reported(tmp_path):
 
 def test_the_harness_child_exits_without_running_when_its_parent_gives_no_go_ahead(tmp_path):
     """End of file on stdin before the go-ahead: the parent gave up (killed, or the wait for a GPU failed)."""
-    from ksci.harness.child import NO_GO_AHEAD
+    from ksci.evaluate.harness.child import NO_GO_AHEAD
 
     request = tmp_path / "request.json"
     request.write_text(json.dumps({"problem": "fp8_gemm", "library": None, "target": "cuda"}))
     env = {**child_environment(tmp_path), "PYTHONPATH": ":".join(sys.path)}
-    argv = [sys.executable, "-m", "ksci.harness.child", str(request), "--report-fd", "1"]
+    argv = [sys.executable, "-m", "ksci.evaluate.harness.child", str(request), "--report-fd", "1"]
     done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == NO_GO_AHEAD, done.stderr
     assert done.stdout == ""  # reported nothing: no "started", so no GPU runtime was started either

@@ -7,11 +7,11 @@ import random
 
 import pytest
 
-from ksci.evaluate import EvaluationOptions, evaluate_source
-from ksci.problem import list_problems, load_problem
-from ksci.render import render_kernel
-from ksci.results import Status
-from ksci.screen import screen_source
+from ksci.evaluate.pipeline import EvaluationOptions, evaluate_source
+from ksci.evaluate.results import Status
+from ksci.evaluate.screen import screen_source
+from ksci.problem.render import render_kernel
+from ksci.problem.spec import list_problems, load_problem
 
 ADVERSARIAL = sorted(load_problem("fp8_gemm").solutions("adversarial"))
 

@@ -7,8 +7,8 @@ import random
 import pandas as pd
 import pytest
 
-from ksci.lineage import Candidate, LineageStore, empty_frame
-from ksci.select import STRATEGIES, Selection, competitors, diverse, elitist, select_parents, tournament
+from ksci.lineage.store import Candidate, LineageStore, empty_frame
+from ksci.proposers.select import STRATEGIES, Selection, competitors, diverse, elitist, select_parents, tournament
 
 
 def make_candidate(n: int, generation: int = 0, **values) -> Candidate:

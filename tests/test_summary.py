@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ksci.summary import format_evolution
+from ksci.report.summary import format_evolution
 
 
 def _summary(rows: list[dict]) -> dict:

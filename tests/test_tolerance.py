@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ksci.harness.check import compare
-from ksci.problem import ProblemError, _tolerances_by_target, load_problem
+from ksci.evaluate.harness.check import compare
+from ksci.problem.spec import ProblemError, _tolerances_by_target, load_problem
 
 
 def test_cuda_adds_an_rms_relative_term_and_rocm_keeps_the_challenges():

@@ -12,10 +12,10 @@ import random
 
 import pytest
 
-from ksci.compile import compile_source
-from ksci.problem import list_problems, load_problem
-from ksci.render import render_kernel
-from ksci.toolchain import find_toolchain
+from ksci.evaluate.compile import compile_source
+from ksci.evaluate.toolchain import find_toolchain
+from ksci.problem.render import render_kernel
+from ksci.problem.spec import list_problems, load_problem
 
 ARCH = {"cuda": "sm_90a", "rocm": "gfx940"}
 TARGET_OF_DIALECT = {"cuda": "cuda", "hip": "rocm"}

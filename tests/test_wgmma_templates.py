@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from ksci.compile import compile_source
-from ksci.problem import load_problem
-from ksci.render import render_kernel
-from ksci.screen import screen_source
-from ksci.toolchain import find_toolchain
+from ksci.evaluate.compile import compile_source
+from ksci.evaluate.screen import screen_source
+from ksci.evaluate.toolchain import find_toolchain
+from ksci.problem.render import render_kernel
+from ksci.problem.spec import load_problem
 
 PROBLEMS = ("fp8_gemm_kmajor", "fp8_gemm")
 

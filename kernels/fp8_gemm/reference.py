@@ -1,6 +1,6 @@
 """Reference, inputs and vendor baseline for the block-scaled FP8 GEMM.
 
-Plain functions that the one harness (ksci/harness) calls; no harness logic lives here.
+Plain functions that the one harness (ksci/evaluate/harness) calls; no harness logic lives here.
 All tensors follow the layouts in problem.yaml: A, B and the scales column-major, C row-major.
 """
 

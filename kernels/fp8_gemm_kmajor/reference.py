@@ -1,6 +1,6 @@
 """Reference, inputs and vendor baseline for the block-scaled FP8 GEMM with K-major operands.
 
-Plain functions that the one harness (ksci/harness) calls; no harness logic lives here.
+Plain functions that the one harness (ksci/evaluate/harness) calls; no harness logic lives here.
 All tensors follow the layouts in problem.yaml: A and B K-major (row-major), the scales column-major, C row-major.
 The values are those of kernels/fp8_gemm for the same seed (the same draws, only A and B are stored K-major).
 """

@@ -1,6 +1,6 @@
 """Reference, inputs and vendor baseline for bf16 RMSNorm.
 
-Plain functions that the one harness (ksci/harness) calls; no harness logic lives here.
+Plain functions that the one harness (ksci/evaluate/harness) calls; no harness logic lives here.
 x and out are rows x cols row-major bfloat16, weight is cols bfloat16; the maths is float32.
 """
 

@@ -18,10 +18,10 @@ import torch
 import yaml
 
 from ksci import PROJECT_ROOT
-from ksci.problem import ProblemError, _problem_from_spec, list_problems
+from ksci.problem.spec import ProblemError, _problem_from_spec, list_problems
 
 TEMPLATES = PROJECT_ROOT / "templates" / "importers"
-# The dtypes a kernel can be handed, with the roofline's compute unit for each (ksci/roofline.py).
+# The dtypes a kernel can be handed, with the roofline's compute unit for each (ksci/problem/roofline.py).
 SUPPORTED_DTYPES = {
     "float32": "fp32",
     "float64": "fp32",

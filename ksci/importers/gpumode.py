@@ -29,7 +29,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from ksci.importers import common
 from ksci.importers.common import ImportedProblem, ImportFailure, TensorSpec, Unmappable, tensor_spec
 from ksci.importers.runtime import DEVICE_NOTE, MatchReference, execute, module_of, seeded, utils_module
-from ksci.problem import kernels_dir
+from ksci.problem.spec import kernels_dir
 
 TEMPLATE_FILES = ("submission.py", "template.py")
 

@@ -28,7 +28,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from ksci.importers import common
 from ksci.importers.common import ImportedProblem, ImportFailure, TensorSpec, Unmappable, tensor_spec
 from ksci.importers.runtime import DEVICE_NOTE, build_model, execute, seeded
-from ksci.problem import kernels_dir
+from ksci.problem.spec import kernels_dir
 
 TOLERANCE = {"rtol": 1.0e-2, "atol": 1.0e-2}  # KernelBench: torch.allclose(output, ref, atol=1e-02, rtol=1e-02)
 SHRINK = (8, 4, 2)

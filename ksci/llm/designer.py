@@ -11,7 +11,7 @@ from ksci.llm.ask import StageRequest
 from ksci.llm.knowledge import Knowledge
 from ksci.llm.parse import parse_structured
 from ksci.llm.prompts import render_messages, stage_marker
-from ksci.problem import Problem
+from ksci.problem.spec import Problem
 
 AVENUES, PLANS, KEPT = 10, 5, 3
 

@@ -10,7 +10,7 @@ from ksci.llm.ask import StageRequest
 from ksci.llm.ledger import Finding
 from ksci.llm.parse import parse_structured
 from ksci.llm.prompts import render_messages, stage_marker
-from ksci.problem import Problem
+from ksci.problem.spec import Problem
 
 MAX_FINDINGS = 8
 KINDS = ("worked", "failed", "insight")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ksci import PROJECT_ROOT
-from ksci.problem import Problem
+from ksci.problem.spec import Problem
 
 KNOWLEDGE_DIR = PROJECT_ROOT / "knowledge"
 TARGET_NOTES = {"cuda": "hopper.md", "rocm": "cdna3.md"}  # the first GPU of each target that ksci is tuned for

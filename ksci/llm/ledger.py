@@ -19,8 +19,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ksci.lineage import _check_run, _to_pandas, read_part
-from ksci.storage import Storage
+from ksci.lineage.storage import Storage
+from ksci.lineage.store import _check_run, _to_pandas, read_part
 
 CALLS_SCHEMA = pa.schema(
     [

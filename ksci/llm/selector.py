@@ -1,6 +1,6 @@
 """Stage 1, the evolutionary selector: an LLM picks the Base and the Reference from the population listing.
 
-It is a plugin of the selection contract (ksci.select): `llm_strategy(ask, ...)` returns a function
+It is a plugin of the selection contract (ksci.proposers.select): `llm_strategy(ask, ...)` returns a function
 `(population, count, rng) -> list[Selection]`. An unusable answer (no JSON, an id not in the population, a
 dead endpoint) falls back to a rule (elitist by default), and the selection's reason says so.
 """
@@ -13,12 +13,12 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from ksci.evaluate.results import Status
 from ksci.llm.ask import Answer, StageRequest
 from ksci.llm.parse import parse_structured
 from ksci.llm.prompts import render_messages, stage_marker
-from ksci.problem import Problem, shape_key
-from ksci.results import Status
-from ksci.select import Selection, Strategy, competitors, select_parents
+from ksci.problem.spec import Problem, shape_key
+from ksci.proposers.select import Selection, Strategy, competitors, select_parents
 
 MAX_LISTED = 40  # timed candidates shown (fastest first)
 MAX_FAILED = 15  # most recent failures shown with their verdicts

@@ -17,7 +17,7 @@ from ksci.llm.designer import Experiment, Plan
 from ksci.llm.knowledge import Knowledge
 from ksci.llm.parse import apply_edits, extract_code, parse_edits
 from ksci.llm.prompts import render_messages, stage_marker
-from ksci.problem import Problem, has_entry_point
+from ksci.problem.spec import Problem, has_entry_point
 
 WRITER_TEMPLATES = PROJECT_ROOT / "templates" / "writer"
 FEEDBACK_CHARS = 3000  # tail of a compile log or mismatch report fed back

@@ -19,7 +19,7 @@ from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
 from prefect.client.schemas.objects import FlowRun
 
-from ksci.lineage import KEY
+from ksci.lineage.store import KEY
 
 POLL_SECONDS = 3
 # A worker labels each flow run it submits with its name (Prefect 3.9: BaseWorker._give_worker_labels_to_flow_run).

@@ -1,4 +1,4 @@
-"""A SCRIPT for the scripted LLM server (ksci.testing.scripted_llm_server): two LLM generations of fp8_gemm on
+"""A SCRIPT for the scripted LLM server (support.scripted_llm_server): two LLM generations of fp8_gemm on
 CUDA (sm_90a), for the end-to-end demo (benchmarks/llm_evolve_scripted.py) and the flow tests.
 
 The kernels it "writes" are real: the shipped correct solutions, the mma seed template rendered at other points,
@@ -14,9 +14,9 @@ Generation 0 is the seed templates, as in every run.
 
 from __future__ import annotations
 
-from ksci.lineage import candidate_id_of
-from ksci.problem import load_problem
-from ksci.render import render_kernel
+from ksci.lineage.store import candidate_id_of
+from ksci.problem.render import render_kernel
+from ksci.problem.spec import load_problem
 
 DEMO_MODEL = "scripted-demo"
 DEMO_TIMEOUT_S = 10.0  # the client timeout the demo config sets; the scripted sleep outlasts it

@@ -1,7 +1,7 @@
 """Time device work with events: L2 flushed before every repetition, repeated until stable.
 
 Baselines are timed in batches over rotated input sets (time_calls); candidates one call at a time (CallTimer),
-each call on an input set of its own (ksci/harness/child.py).
+each call on an input set of its own (ksci/evaluate/harness/child.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ksci.reports import summarise
+from ksci.evaluate.protocol import summarise
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ class CallTimer:
     which varies by tens of microseconds) and `sync_us`, the synchronisation's own duration on the host's clock
     (short when nothing runs; it misses only work that ends while the host wakes up). Work still running shows in
     both. All contain the host's own latency, so they are judged against the same numbers for a call that does
-    nothing (`calibrate`), measured in the same way on the same device (ksci/reports.py).
+    nothing (`calibrate`), measured in the same way on the same device (ksci/evaluate/protocol.py).
     """
 
     def __init__(self, flush: Callable[[], None], stream: torch.cuda.Stream):

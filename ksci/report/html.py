@@ -20,7 +20,7 @@ import pandas as pd
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 
-from ksci.results import Status
+from ksci.evaluate.results import Status
 
 STATUS_ORDER = [str(s) for s in Status]
 STATUS_COLOURS = {
@@ -124,7 +124,7 @@ def short_id(candidate_id: str) -> str:
 
 
 def composition(row: pd.Series) -> dict | None:
-    """A composed candidate's plan (ksci.compose), or None for every other row (and rows of old lineages)."""
+    """A composed candidate's plan (ksci.problem.compose), or None for every other row (and rows of old lineages)."""
     text = row.get("params_by_shape_json")
     return json.loads(text) if isinstance(text, str) else None
 

@@ -19,16 +19,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ksci import PROJECT_ROOT, __version__
-from ksci.compile import compile_source
-from ksci.hipify import hipify_source, looks_like_cuda
-from ksci.isolate import Child, ChildOutcome
-from ksci.libcheck import check_library
-from ksci.problem import Problem, has_entry_point, problem_dirs, shape_key
-from ksci.reports import CLOCK_TOLERANCE, timing_doubts, validate_message
-from ksci.results import CheckResult, CompileResult, ShapeTiming, Status, Timing, Verdict, geomean
-from ksci.roofline import peaks_for, speed_of_light_us
-from ksci.screen import screen_source
-from ksci.toolchain import default_arch, find_toolchain
+from ksci.evaluate.compile import compile_source
+from ksci.evaluate.hipify import hipify_source, looks_like_cuda
+from ksci.evaluate.isolate import Child, ChildOutcome
+from ksci.evaluate.libcheck import check_library
+from ksci.evaluate.protocol import CLOCK_TOLERANCE, timing_doubts, validate_message
+from ksci.evaluate.results import CheckResult, CompileResult, ShapeTiming, Status, Timing, Verdict, geomean
+from ksci.evaluate.screen import screen_source
+from ksci.evaluate.toolchain import default_arch, find_toolchain
+from ksci.problem.roofline import peaks_for, speed_of_light_us
+from ksci.problem.spec import Problem, has_entry_point, problem_dirs, shape_key
 
 DEFAULT_CACHE_DIR = Path(os.environ.get("KSCI_COMPILE_CACHE", PROJECT_ROOT / "data" / "cache" / "compile"))
 
@@ -46,7 +46,7 @@ class EvaluationOptions:
     time_baselines: bool = True
     timeout_s: float = 900.0
     cache_dir: Path = DEFAULT_CACHE_DIR
-    policy: dict = field(default_factory=dict)  # overrides of ksci.harness.timing.TimingPolicy
+    policy: dict = field(default_factory=dict)  # overrides of ksci.evaluate.harness.timing.TimingPolicy
     device: str | None = None  # run on this GPU only (index among the GPUs this process may use)
     tests: tuple[dict, ...] | None = None  # subsets of the problem's shapes, e.g. for quick checks
     benchmarks: tuple[dict, ...] | None = None
@@ -97,12 +97,12 @@ def run_phases(
 
 
 def expected_reports(problem: Problem, options: EvaluationOptions) -> dict:
-    """The least an honest run of these phases reports (see Session.run in ksci.harness.child).
+    """The least an honest run of these phases reports (see Session.run in ksci.evaluate.harness.child).
 
     Verify: one check per test input set. Benchmark: per shape, the warm-up set and at least two timed outputs (two
     batches, at least one sampled in each; how many more depends on the batches), one timing; then every test
     input set again on new seeds. Each timing also says how many timed outputs it checked, which
-    ksci/reports.py holds against the number of timed calls.
+    ksci/evaluate/protocol.py holds against the number of timed calls.
     """
     tests = len(options.tests or problem.tests) * problem.trials
     shapes = len(options.benchmarks or problem.benchmarks) if "benchmark" in options.phases else 0
@@ -153,7 +153,7 @@ def _not_compiled(options: EvaluationOptions, log: str, rejected: str = "") -> C
 
 
 def compile_candidate(source: str, options: EvaluationOptions) -> CompileResult:
-    """Screen the source (ksci.screen), compile it, then inspect the library (ksci.libcheck).
+    """Screen the source (ksci.evaluate.screen), compile it, then inspect the library (ksci.evaluate.libcheck).
 
     A source the screen rejects is never handed to the compiler; a library that imports or runs at load time
     anything outside the allowlist is rejected before any harness loads it."""
@@ -304,7 +304,7 @@ def _start_child(request: dict) -> _Started:
     scratch = Path(folder.name)
     path = scratch / "request.json"
     path.write_text(json.dumps(request))
-    argv = [sys.executable, "-m", "ksci.harness.child", str(path)]
+    argv = [sys.executable, "-m", "ksci.evaluate.harness.child", str(path)]
     try:
         return _Started(Child(argv, env=child_environment(scratch), cwd=scratch), folder)
     except BaseException:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from ksci.problem import shape_key
-from ksci.results import Timing, Verdict
+from ksci.evaluate.results import Timing, Verdict
+from ksci.problem.spec import shape_key
 
 
 def format_verdict(verdict: Verdict) -> str:

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ksci.compose import plan_of, split_includes
-from ksci.problem import Problem, TemplateSpec, shape_key
-from ksci.render import render_kernel
-from ksci.results import Status
+from ksci.evaluate.results import Status
+from ksci.problem.compose import plan_of, split_includes
+from ksci.problem.render import render_kernel
+from ksci.problem.spec import Problem, TemplateSpec, shape_key
 
 MAX_VARIANTS = 6  # points in one composed kernel (each one is compiled into it)
 MIN_VARIANT_GAIN = 0.005  # a variant joins a composition if it lowers the predicted log-geomean by at least this
@@ -23,7 +23,7 @@ SHAPE_FLOOR = 0.1  # every shape keeps this share of the mean log-gap as weight,
 
 @dataclass(frozen=True)
 class Composition:
-    plan: dict  # ksci.compose's plan: the default point and the point of each benchmark shape
+    plan: dict  # ksci.problem.compose's plan: the default point and the point of each benchmark shape
     parent_id: str  # the best single point, the default variant
     reference_id: str  # the variant added first
     hypothesis: str
@@ -107,7 +107,7 @@ _COMPOSABLE: dict[str, bool] = {}
 
 
 def composable(spec: TemplateSpec) -> bool:
-    """Whether the template's default renders into a source that ksci.compose can split (all #includes first)."""
+    """Whether the template's default renders into a source that ksci.problem.compose can split (all #includes first)."""
     key = f"{spec.dialect}/{spec.path}"
     if key not in _COMPOSABLE:
         try:

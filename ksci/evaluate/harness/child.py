@@ -1,14 +1,14 @@
 """The child process that loads one candidate library, checks it and times it.
 
-Run as `python -m ksci.harness.child REQUEST.json --report-fd N`. It imports torch and the problem's reference,
-then waits for the go-ahead on its stdin (ksci.isolate.Child): one JSON line, {"env": {...}, "library": PATH} with
+Run as `python -m ksci.evaluate.harness.child REQUEST.json --report-fd N`. It imports torch and the problem's reference,
+then waits for the go-ahead on its stdin (ksci.evaluate.isolate.Child): one JSON line, {"env": {...}, "library": PATH} with
 the variable that shows it its GPU (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES), set before the GPU runtime starts,
 and the candidate's library (none: time the baselines only). The parent starts it before its GPU is free, maybe
-before it knows the candidate (ksci.evaluate.SpareHarnesses), so that Python and torch start while another
+before it knows the candidate (ksci.evaluate.pipeline.SpareHarnesses), so that Python and torch start while another
 candidate holds the GPU. End of file without a go-ahead ends it (exit 5): its parent gave up. By hand:
-`echo '{}' | python -m ksci.harness.child ...`.
+`echo '{}' | python -m ksci.evaluate.harness.child ...`.
 It reports JSON lines on fd N: started, loaded, check (one per input set), timing (one per benchmark shape), and a
-final result. A crash or hang simply ends the process; the parent (ksci.evaluate) turns what it saw into a verdict.
+final result. A crash or hang simply ends the process; the parent (ksci.evaluate.pipeline) turns what it saw into a verdict.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ import traceback
 
 import torch
 
-from ksci.harness.check import compare, relative_error, same_bytes
-from ksci.harness.sandbox import drop_network, limit_resources
-from ksci.harness.timing import CallTimer, L2Flusher, TimingPolicy, precise, time_calls
-from ksci.problem import Tolerance, load_problem, shape_key
-from ksci.reports import summarise
+from ksci.evaluate.harness.check import compare, relative_error, same_bytes
+from ksci.evaluate.harness.sandbox import drop_network, limit_resources
+from ksci.evaluate.harness.timing import CallTimer, L2Flusher, TimingPolicy, precise, time_calls
+from ksci.evaluate.protocol import summarise
+from ksci.problem.spec import Tolerance, load_problem, shape_key
 
 GUARD_ELEMENTS = 4096  # canary elements on each side of every output
 GUARD_BYTE = 0x5A
@@ -44,7 +44,7 @@ ROTATIONS = 3  # input sets the baselines rotate over
 CHECKED_PER_BATCH = 3
 CHECKED_BATCHES = 2
 CASE_MEMORY_SHARE = 0.25  # the most of the free device memory one batch's input sets may take
-SAMPLES_KEPT = 1000  # call times sent with a shape's timing, in call order (ksci/reports.py judges them)
+SAMPLES_KEPT = 1000  # call times sent with a shape's timing, in call order (ksci/evaluate/protocol.py judges them)
 _UNPREDICTABLE = random.SystemRandom()  # seeds and sampled checks: nothing the candidate can replay or predict
 VENDOR_RELATIVE_ERROR = 1e-2
 NO_GO_AHEAD = 5  # exit status of a child whose parent closed its stdin without the go-ahead
@@ -320,7 +320,7 @@ class Session:
         }
         if self.request.get("time_baselines", True):
             timing.update(self.time_baselines(self.rotated_cases(shape), flush))
-        # The child's own clock over the whole shape, which the parent holds against its clock (ksci/reports.py).
+        # The child's own clock over the whole shape, which the parent holds against its clock (ksci/evaluate/protocol.py).
         timing["integrity"]["shape_host_us"] = (time.perf_counter() - shape_start) * 1e6
         self.reporter.send("timing", shape=_plain(shape), key=shape_key(shape), **self.work(shape), **timing)
         return True

@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ksci.results import HipifyResult
+from ksci.evaluate.results import HipifyResult
 
 TORCH = "torch.utils.hipify"
 TOOLS = ("hipify-clang", "hipify-perl", TORCH)

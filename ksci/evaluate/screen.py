@@ -160,7 +160,7 @@ class ScreenResult:
 
 
 # The one driver lookup let through: cuTensorMapEncodeTiled, a host function that only fills a TMA descriptor,
-# reached through the runtime as CUTLASS and DeepGEMM do (ksci/libcheck.py allows the import too).
+# reached through the runtime as CUTLASS and DeepGEMM do (ksci/evaluate/libcheck.py allows the import too).
 _TMA_LOOKUP = re.compile(r'\bcudaGetDriverEntryPoint(?:ByVersion)?(?=\s*\(\s*"cuTensorMapEncodeTiled")')
 
 

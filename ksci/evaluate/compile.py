@@ -6,7 +6,7 @@ are not trusted with old builds. The source is not normalised: what a compiler i
 `//` comment ending in a backslash comments out the next line too (lines are spliced before comments are
 removed), a newline ends a preprocessor directive, and `__LINE__` sees every line, so a key that dropped comments
 or collapsed whitespace gave one library to two different programs. The same key (`source_hash`) names the
-candidate in the lineage (`ksci.lineage.candidate_id_of`), so two sources that differ only in comments are two
+candidate in the lineage (`ksci.lineage.store.candidate_id_of`), so two sources that differ only in comments are two
 candidates there too; each was compiled and measured as written.
 """
 
@@ -22,9 +22,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from ksci.problem import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT
-from ksci.results import CompileResult, KernelResources
-from ksci.toolchain import Toolchain
+from ksci.evaluate.results import CompileResult, KernelResources
+from ksci.evaluate.toolchain import Toolchain
+from ksci.problem.spec import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT
 
 COMPILE_TIMEOUT_S = 300
 

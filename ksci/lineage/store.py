@@ -5,7 +5,7 @@ Layout under the store's root (see docs/lineage-schema.md for the columns):
     <root>/<run>/candidates/part-<generation>-<uuid>.parquet   append-only, one file per append and generation
     <root>/sources/<id[:2]>/<id><suffix>                        write-once kernel sources
 
-The root is a local folder or an fsspec URL (ksci.storage): every write goes to a hidden temp name and is then
+The root is a local folder or an fsspec URL (ksci.lineage.storage): every write goes to a hidden temp name and is then
 published under its real name, so a crash leaves no partial file that a reader would see, and concurrent writers
 (on one host or several sharing the store) never touch the same file.
 """
@@ -23,16 +23,16 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ksci.compile import source_hash
-from ksci.problem import shape_key
-from ksci.results import Status, Verdict
-from ksci.storage import Storage
+from ksci.evaluate.compile import source_hash
+from ksci.evaluate.results import Status, Verdict
+from ksci.lineage.storage import Storage
+from ksci.problem.spec import shape_key
 
 SCHEMA_VERSION = 2  # 2: kind, params_by_shape_json (composed candidates)
 KEY = ("run", "candidate_id", "generation")  # a row is written at most once per key
 PROPOSERS = ("seed", "tuning", "llm", "rebench")
 KINDS = ("point", "composed", "custom")  # a template point, a per-shape composition of points, anything else
-_VERSION_METADATA = b"ksci.lineage.schema_version"
+_VERSION_METADATA = b"ksci.lineage.store.schema_version"
 _RESERVED_RUNS = {"sources"}
 _RUN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=-]*$")
 
@@ -106,7 +106,7 @@ class Candidate:
     run: str
     problem: str  # the kernels/<problem> this candidate solves
     generation: int
-    candidate_id: str  # first 16 hex digits of ksci.compile.source_hash(source)
+    candidate_id: str  # first 16 hex digits of ksci.evaluate.compile.source_hash(source)
     parent_id: str | None = None
     reference_id: str | None = None
     proposer: str  # one of PROPOSERS
@@ -114,11 +114,13 @@ class Candidate:
     template: str | None = None
     params_json: str | None = None  # json.dumps(params, sort_keys=True)
     kind: str | None = None  # one of KINDS; null in rows written before schema version 2 (see row_kind)
-    params_by_shape_json: str | None = None  # a composed candidate's plan (ksci.compose), json.dumps(sort_keys=True)
+    params_by_shape_json: str | None = (
+        None  # a composed candidate's plan (ksci.problem.compose), json.dumps(sort_keys=True)
+    )
     source_path: str  # relative to the store's root
     target: str
     arch: str | None = None
-    status: str  # a ksci.results.Status value
+    status: str  # a ksci.evaluate.results.Status value
     message: str = ""
     compile_seconds: float | None = None
     compile_cached: bool | None = None
@@ -243,7 +245,7 @@ def empty_frame() -> pd.DataFrame:
 
 
 class LineageStore:
-    """The store at a local folder or an fsspec URL (see ksci.storage); several hosts may write to one."""
+    """The store at a local folder or an fsspec URL (see ksci.lineage.storage); several hosts may write to one."""
 
     def __init__(self, root: str | Path) -> None:
         self.storage = Storage(root)

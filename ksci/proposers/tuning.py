@@ -5,13 +5,13 @@ It is the default proposer when no LLM is configured. In-memory Optuna studies a
 every call (ask-and-tell; TPESampler with a seed), so the lineage stays the only state and a call is a deterministic
 function of the population, the points in flight and the seed. Each call proposes, in this order:
 - each family never tried, at its default;
-- the composition of the per-shape winners (ksci.compose), when it predicts a gain and was never proposed;
+- the composition of the per-shape winners (ksci.problem.compose), when it predicts a gain and was never proposed;
 - turns in alternation: a parent's turn (one study per template on the geomean: the parent's untried neighbours
   first, one parameter moved to an adjacent allowed value, then what TPE asks for; now and then another family),
   and a shape's turn (a shape drawn by its share of the log-gap between the best single point and the best time
   known on each shape; one study per template and shape on that shape's time, from the shape's winner);
 - when TPE asks only repeats, untried feasible points at random.
-No proposal violates the template's declared constraints (ksci.constraints) or repeats a point evaluated, in flight
+No proposal violates the template's declared constraints (ksci.problem.constraints) or repeats a point evaluated, in flight
 or proposed before; a family whose feasible space is spent is skipped (space_note says so).
 """
 
@@ -30,10 +30,10 @@ from optuna.distributions import CategoricalDistribution
 from optuna.samplers import TPESampler
 from optuna.trial import TrialState, create_trial
 
-from ksci.per_shape import ShapeEvidence
-from ksci.problem import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, Problem, TemplateSpec
-from ksci.results import Status
-from ksci.select import Selection
+from ksci.evaluate.results import Status
+from ksci.problem.spec import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, Problem, TemplateSpec
+from ksci.proposers.per_shape import ShapeEvidence
+from ksci.proposers.select import Selection
 
 SWITCH_PROBABILITY = 0.1  # chance that a turn tries another template family than the parent's
 ASKS_PER_PROPOSAL = 25  # bound on study.ask() calls; then untried feasible points at random fill the batch
@@ -57,7 +57,7 @@ class Proposal:
     parent_id: str | None
     reference_id: str | None
     hypothesis: str
-    by_shape: dict | None = None  # a composed proposal's plan (ksci.compose: default point and point per shape)
+    by_shape: dict | None = None  # a composed proposal's plan (ksci.problem.compose: default point and point per shape)
 
     @property
     def key(self) -> tuple[str, str]:

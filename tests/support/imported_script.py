@@ -1,8 +1,8 @@
-"""A SCRIPT for the scripted LLM server (ksci.testing.scripted_llm_server): two LLM generations of imported problems
+"""A SCRIPT for the scripted LLM server (support.scripted_llm_server): two LLM generations of imported problems
 that have no seed template (benchmarks/llm_imported_scripted.py, tests/test_llm_imported.py).
 
 Generation 0 is written from the reference: the writer is asked for writer.FIRST_PLANS and answers with the
-problem's hand-written correct kernel (tests/data/, ksci/testing/imported_problems.py), the second plan with the
+problem's hand-written correct kernel (tests/data/, tests/support/imported_problems.py), the second plan with the
 same kernel at another block size. Generation 1 goes through the selector (the first kernel as Base, the second as
 Reference), the designer (five plans, three kept) and the writer, who answers each plan with a variant of the Base.
 Nothing here is a model's work; the answers only follow the prompts' format. Every answer repeats and is matched by
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import re
 
-from ksci.lineage import candidate_id_of
+from ksci.lineage.store import candidate_id_of
 from ksci.llm.designer import Plan
 from ksci.llm.writer import FIRST_PLANS, WrittenKernel, render_written
-from ksci.testing.fp8_gemm_script import DEMO_MODEL, PLAN, _code, _design, _plan
-from ksci.testing.imported_problems import kernels
+from support.fp8_gemm_script import DEMO_MODEL, PLAN, _code, _design, _plan
+from support.imported_problems import kernels
 
 GEN1 = [  # the titles say what the scripted answers are: variants of the Base, not the plans a model would make
     _plan("Scripted variant A of the Base", 6, 0, 25, ["the Base, tagged A"]),

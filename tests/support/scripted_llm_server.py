@@ -16,7 +16,7 @@ chosen); repeat (never used up).
 With options.refuse_response_format, a request that carries response_format gets a 400 naming it, like endpoints
 without structured output. Token counts in `usage` are len(text) / 4, rounded up: made up, not a tokenizer's.
 
-    python -m ksci.testing.scripted_llm_server --script FILE --port 8000
+    PYTHONPATH=tests python -m support.scripted_llm_server --script FILE --port 8000
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from types import ModuleType
 import yaml
 
 from ksci import PROJECT_ROOT
-from ksci.constraints import Constraint, ConstraintError, parse_constraint
+from ksci.problem.constraints import Constraint, ConstraintError, parse_constraint
 
 TARGETS = ("cuda", "rocm")
 DIALECT_OF_TARGET = {"cuda": "cuda", "rocm": "hip"}

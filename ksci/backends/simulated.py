@@ -4,7 +4,7 @@ It replays timings recorded on a real GPU (a JSON list written by benchmarks/rec
 lineage) for the (template, parameters) point named in a rendered kernel's provenance line. Points that were not
 recorded get a deterministic made-up time, so that search code can be exercised; every verdict it returns says
 in its fingerprint and message that it was simulated. Nothing it returns is a measurement.
-A composed source (ksci.compose) is timed per shape as the variant it dispatches that shape to would be alone.
+A composed source (ksci.problem.compose) is timed per shape as the variant it dispatches that shape to would be alone.
 Made-up times vary from shape to shape as well as from point to point, so that per-shape tuning has something
 to find. A source may carry a simulator directive line, `// ksci-simulate: compile_error` (or wrong, runtime_error, ...),
 to be simulated as failing that way: tests of the LLM writer's repair path use it.
@@ -21,12 +21,12 @@ import re
 import time
 from pathlib import Path
 
-from ksci.compile import source_hash
-from ksci.compose import composed_plan
-from ksci.evaluate import EnvironmentProblem
-from ksci.problem import Problem, ProblemError, shape_key
-from ksci.render import render_kernel
-from ksci.results import CompileResult, ShapeTiming, Status, Timing, Verdict, geomean
+from ksci.evaluate.compile import source_hash
+from ksci.evaluate.pipeline import EnvironmentProblem
+from ksci.evaluate.results import CompileResult, ShapeTiming, Status, Timing, Verdict, geomean
+from ksci.problem.compose import composed_plan
+from ksci.problem.render import render_kernel
+from ksci.problem.spec import Problem, ProblemError, shape_key
 
 _PROVENANCE = re.compile(r"^// ksci: rendered from (\w+)/(\w+) with (.*)$", re.M)
 _DIRECTIVE = re.compile(r"^// ksci-simulate: (\w+)[ \t]*$", re.M)
@@ -40,7 +40,7 @@ def directive(source: str) -> str | None:
 
 
 def provenance(source: str) -> tuple[str, dict] | None:
-    """(template, params) from the first line that ksci.render writes, or None for a hand-written source."""
+    """(template, params) from the first line that ksci.problem.render writes, or None for a hand-written source."""
     match = _PROVENANCE.search(source)
     if not match:
         return None
@@ -170,10 +170,10 @@ def _number(value) -> float | None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """python -m ksci.simulate --store DIR --run RUN -o recording.json"""
+    """python -m ksci.backends.simulated --store DIR --run RUN -o recording.json"""
     import argparse
 
-    from ksci.lineage import LineageStore
+    from ksci.lineage.store import LineageStore
 
     parser = argparse.ArgumentParser(description="Write a simulator recording from a lineage recorded on a GPU.")
     parser.add_argument("--store", required=True)

@@ -25,7 +25,7 @@ OUTPUT_TAIL_CHARS = 8000
 class ChildOutcome:
     messages: list[dict] = field(default_factory=list)  # validated JSON objects from the report pipe
     # When each message reached the parent (time.monotonic(), one per message): the parent's own clock, which the
-    # child's code cannot touch, held against the child's reports (ksci/reports.py timing_doubts).
+    # child's code cannot touch, held against the child's reports (ksci/evaluate/protocol.py timing_doubts).
     arrivals: list[float] = field(default_factory=list)
     returncode: int | None = None  # negative: killed by that signal
     timed_out: bool = False

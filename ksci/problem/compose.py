@@ -1,6 +1,6 @@
 """Compose template points into one kernel that dispatches on the shape: a parameter point per benchmark shape.
 
-A plan names a default point and a point per shape key (ksci.problem.shape_key):
+A plan names a default point and a point per shape key (ksci.problem.spec.shape_key):
 
     {"default": {"template": "mma", "params": {...}},
      "shapes": {"1024x1536x7168": {"template": "mma", "params": {...}}, ...}}
@@ -24,8 +24,8 @@ import json
 import re
 from dataclasses import dataclass
 
-from ksci.problem import Problem, ProblemError, shape_key
-from ksci.render import render_kernel
+from ksci.problem.render import render_kernel
+from ksci.problem.spec import Problem, ProblemError, shape_key
 
 _PRELUDE = re.compile(r"^\s*(?:#\s*include\b.*|#\s*pragma\s+once\b.*)?$")  # on a line without comments
 _INCLUDE = re.compile(r"^\s*#\s*include\b")

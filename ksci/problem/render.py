@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import jinja2
 
-from ksci.problem import ProblemError, TemplateSpec
+from ksci.problem.spec import ProblemError, TemplateSpec
 
 
 def check_params(template: TemplateSpec, params: dict) -> dict:

@@ -1,7 +1,7 @@
 """Parent selection: which evaluated kernels the next generation starts from.
 
 Every strategy has the same small contract, `(population, count, rng) -> list[Selection]`: `population` is a run's
-lineage frame (ksci.lineage), only rows with status "ok" and a geomean compete, at most `count` selections come back
+lineage frame (ksci.lineage.store), only rows with status "ok" and a geomean compete, at most `count` selections come back
 with distinct bases, and ties are broken by candidate_id so that a fixed seed gives a fixed answer.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ksci.results import Status
+from ksci.evaluate.results import Status
 
 CUSTOM_FAMILY = "custom"  # the family of kernels not rendered from a template
 TOURNAMENT_SIZE = 3

@@ -1,0 +1,1 @@
+"""Evaluation of one kernel source: screen, hipify, compile, library check, verify, time, classify."""

@@ -1,0 +1,1 @@
+"""What to try next: parent selection, the tuning proposer (Optuna), per-shape evidence."""

@@ -1,0 +1,1 @@
+"""What a run shows a person: the HTML report, the text summaries."""
