@@ -98,6 +98,23 @@ class LlmUsage:
     cost_usd: float | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class CandidateMeta:
+    """Where a candidate comes from, as its proposer (seed, tuning, LLM, rebench) says it: the one metadata type
+    that every path hands to the record step, which adds the verdict, the source and its id."""
+
+    run: str
+    generation: int
+    proposer: str
+    hypothesis: str
+    parent_id: str | None = None
+    reference_id: str | None = None
+    template: str | None = None
+    params: dict | None = None
+    params_by_shape: dict | None = None
+    llm: LlmUsage | None = None
+
+
 @dataclass(kw_only=True)
 class Candidate:
     """One row of the lineage: an evaluated kernel, where it came from, and how it did."""
