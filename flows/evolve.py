@@ -37,6 +37,7 @@ from flows.artifacts import generation_markdown, generation_table
 from flows.llm_generation import distil_findings, llm_candidates
 from flows.pipeline import OVERLAP_RULE, board_of, horizon, open_board, overlap_allowed
 from ksci import PROJECT_ROOT
+from ksci.devices import GPU_PRIORITY
 from ksci.evaluate.pipeline import SPARES
 from ksci.lineage.store import LineageStore
 from ksci.llm.config import LlmConfig, LlmConfigError, load_config
@@ -45,7 +46,6 @@ from ksci.problem.spec import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, load_problem
 from ksci.proposers.tuning import space_note
 from ksci.run import RunLimits
 from tasks.compose import compose
-from tasks.gpu import GPU_PRIORITY, ensure_gpu_limit
 from tasks.stages import (
     benchmark_kernel,
     compile_kernel,
@@ -395,10 +395,8 @@ def _candidates_before(
 
 @contextmanager
 def gpu_host(problem: str, target: str, gpus: list[str], simulate: str | None):
-    """What a process that runs candidates sets up first: this host's GPU limits (tasks/gpu.py), and spare harness
-    processes, started while generation 0 proposes and compiles and closed when the block ends."""
-    for gpu in gpus:
-        ensure_gpu_limit(gpu)
+    """What a process that runs candidates sets up first: spare harness processes, started while generation 0
+    proposes and compiles and closed when the block ends."""
     try:
         start_spare_harnesses(problem, target, gpus, simulate)
         yield

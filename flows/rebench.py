@@ -13,7 +13,6 @@ from prefect.artifacts import create_table_artifact
 
 from flows.evolve import DEFAULT_STORE, _artifact_key
 from ksci.lineage.store import LineageStore
-from tasks.gpu import ensure_gpu_limit
 from tasks.stages import benchmark_kernel, compile_kernel, record_candidate, verify_kernel
 
 
@@ -29,8 +28,6 @@ def rebench(
         logger.warning("run %s has no passing candidate to re-time", run)
         return []
     gpus = gpus or ["0"]
-    for gpu in gpus:
-        ensure_gpu_limit(gpu)
     target_run = f"{run}-rebench"
     generation = store.generations(target_run)
     rows = []

@@ -22,6 +22,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 from prefect.tasks import exponential_backoff
 
 from ksci.backends.simulated import Simulator
+from ksci.devices import START_AHEAD, any_free_gpu
 from ksci.evaluate.pipeline import (
     SPARES,
     EnvironmentProblem,
@@ -43,7 +44,6 @@ from ksci.problem.spec import load_problem
 from ksci.proposers.select import Selection, select_parents
 from ksci.proposers.tuning import Proposal, propose_tuning
 from tasks.cache_keys import COMPILE_CACHE, HIPIFY_CACHE, PROPOSAL_CACHE, RENDER_CACHE, VERDICT_CACHE
-from tasks.gpu import START_AHEAD, any_free_gpu
 
 CACHED = INPUTS + TASK_SOURCE
 LOGGED_OUTPUT_CHARS = 4000
@@ -165,7 +165,7 @@ def _run(problem, source, compiled, target, gpus, simulate, phases) -> Verdict:
     spec = load_problem(problem)
     if not compiled.ok:
         return failed_compile_verdict(problem, target, compiled)  # rejected by the static screen, or did not compile
-    # One candidate at a time per GPU, across every flow and worker sharing this Prefect server.
+    # One candidate at a time per GPU, across every flow, worker and process of this host (ksci.devices).
     if simulate is not None:
         with any_free_gpu(gpus) as gpu:
             verdict = Simulator(_recording(simulate)).run(spec, source, compiled, phases)

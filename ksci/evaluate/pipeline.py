@@ -226,7 +226,7 @@ class Harness:
 
     `start` gets it going (Python, torch and the problem's reference load meanwhile); `run(device)` hands it its GPU
     and the candidate's library and waits for its outcome, the timeout counting from there. A GPU task starts it
-    while it waits for a GPU slot (tasks.gpu.any_free_gpu), so that a candidate's start-up overlaps the previous
+    while it waits for a GPU (ksci.devices.any_free_gpu), so that a candidate's start-up overlaps the previous
     candidate's work on that GPU. With `spares`, `start` takes a child that was started before (SPARES) and keeps
     that many more starting for the next candidates of the same problem and options. Leaving the `with` block
     kills the child, run or not, and deletes its scratch folder."""
