@@ -372,7 +372,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_status(args) -> int:
-    from ksci.report.html import format_status
+    from ksci.report.status import format_status  # no matplotlib: the status prints from the facts alone
 
     _store, frame = _read_run(args)
     print(format_status(frame, args.run))

@@ -15,7 +15,11 @@ from matplotlib.image import imread
 
 from ksci.cli import main
 from ksci.lineage.store import LineageStore
-from ksci.report.html import build_report, faster_than_parent, format_status, new_bests, plot_lineage, shape_speedups
+from ksci.report.facts import faster_than_parent, new_bests
+from ksci.report.html import build_report
+from ksci.report.lineage_graph import plot_lineage
+from ksci.report.plots import shape_speedups
+from ksci.report.status import format_status
 
 ROOT = Path(__file__).resolve().parent.parent
 STORE = ROOT / "docs" / "examples" / "fp8_gemm-h200-run"
