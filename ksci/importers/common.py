@@ -7,6 +7,7 @@ written beside its destination and renamed into place only once the written prob
 from __future__ import annotations
 
 import keyword
+import math
 import re
 import shutil
 import tempfile
@@ -139,6 +140,50 @@ def signature(entry: str, tensors: list[TensorSpec], outputs: list[str], ints: l
     args = [f"{'void' if t.name in outputs else 'const void'}* {t.name}" for t in tensors]
     args += [f"int {name}" for name in ints] + ["void* stream"]
     return f'extern "C" int {entry}({", ".join(args)})'
+
+
+@dataclass(frozen=True)
+class SpecParts:
+    """What an importer found, in problem.yaml's terms; `problem_spec` lays it out the same way for every format."""
+
+    name: str
+    description: str
+    tensors: list[TensorSpec]  # the entry point's tensors in argument order, the output among them
+    output: str
+    ints: list[str]  # the shape keys, passed as ints after the tensors
+    layouts: dict[str, str]  # per tensor, its dims and layout in words
+    tolerance: dict
+    tests: list[dict]
+    benchmarks: list[dict]
+    ranking: str
+    imported: dict  # the format's own record: provenance, and what the generated reference.py needs
+
+
+def problem_spec(parts: SpecParts) -> dict:
+    """problem.yaml's content for an imported problem: one entry point, both targets, no templates."""
+    dtypes = {t.name: t.dtype for t in parts.tensors}
+    largest = max(parts.tensors, key=lambda t: math.prod(t.shape))  # its dtype sets the roofline's compute unit
+    return {
+        "name": parts.name,
+        "description": parts.description,
+        "entry_point": {
+            "name": parts.name,
+            "signature": signature(parts.name, parts.tensors, [parts.output], parts.ints),
+            "args": [*(t.name for t in parts.tensors), *parts.ints, "stream"],
+            "outputs": [parts.output],
+            "returns": "0 on success, else the runtime's error code (cudaError_t / hipError_t) of the launch",
+        },
+        "dtypes": {"cuda": dtypes, "rocm": dtypes},
+        "layouts": parts.layouts,
+        "tolerance": parts.tolerance,
+        "trials": 2,
+        "tests": parts.tests,
+        "benchmarks": parts.benchmarks,
+        "ranking": parts.ranking,
+        "roofline": {"compute": SUPPORTED_DTYPES[largest.dtype]},
+        "templates": {},
+        "imported": parts.imported,
+    }
 
 
 def render(template: str, **values) -> str:

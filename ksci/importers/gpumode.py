@@ -61,7 +61,21 @@ def _import(task_dir: Path, requested: str | None, dest: Path, replace: bool) ->
     clash = {t.name for t in specs} & set(ints)
     if clash:
         raise Unmappable("name clash", f"{', '.join(sorted(clash))} is both a tensor and a shape key")
-    spec = _spec(name, task_dir, task, text, specs, output, ints, tests, benchmarks, tolerance, probes)
+    layouts = {t.name: f"{' x '.join(map(str, t.shape))} at the first benchmark, {t.layout}" for t in specs}
+    parts = common.SpecParts(
+        name=name,
+        description=_description(task_dir, task, specs, layouts, output, ints),
+        tensors=specs,
+        output=output,
+        ints=ints,
+        layouts=layouts,
+        tolerance=tolerance,
+        tests=tests,
+        benchmarks=benchmarks,
+        ranking={"geom": "geomean"}.get(str(task.get("ranking_by", "geom")), str(task.get("ranking_by"))),
+        imported=_provenance(task, text, probes),
+    )
+    spec = common.problem_spec(parts)
     rows = [{"role": "benchmark", **p["row"]} for p in probes[: len(benchmarks)]]
     rows += [{"role": "test", **p["row"]} for p in probes[len(benchmarks) :]]
     files = {
@@ -247,49 +261,30 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and torch.equal(a.to(torch.float64).nan_to_num(7.0), b.to(torch.float64).nan_to_num(7.0))
 
 
-def _spec(name, task_dir, task, text, specs: list[TensorSpec], output, ints, tests, benchmarks, tolerance, probes):
-    dtypes = {t.name: t.dtype for t in specs}
-    largest = max(specs, key=lambda t: math.prod(t.shape))
+def _description(task_dir: Path, task: dict, specs: list[TensorSpec], layouts: dict, output: str, ints: list) -> str:
+    """The task's own description, then how the entry point receives its data."""
     original = str(task.get("description") or "").strip()
-    layouts = {t.name: f"{' x '.join(map(str, t.shape))} at the first benchmark, {t.layout}" for t in specs}
     mapping = "\n".join(f"  {t.name}: {t.dtype}, {layouts[t.name]}" for t in specs)
-    description = (
+    return (
         f"gpu-mode task {task_dir.resolve().name}: ref_kernel as one kernel (output {output}).\n"
         f"{original}\n\nAs the entry point gets them (imported/reference.py is the specification):\n{mapping}\n"
         f"Shape keys passed as ints after the tensors: {', '.join(ints)}.\n"
     )
-    ranking = {"geom": "geomean"}.get(str(task.get("ranking_by", "geom")), str(task.get("ranking_by")))
+
+
+def _provenance(task: dict, text: str, probes: list[dict]) -> dict:
+    """problem.yaml's `imported` record: where the problem came from and how reference.py calls ref_kernel."""
     return {
-        "name": name,
-        "description": description,
-        "entry_point": {
-            "name": name,
-            "signature": common.signature(name, specs, [output], ints),
-            "args": [*(t.name for t in specs), *ints, "stream"],
-            "outputs": [output],
-            "returns": "0 on success, else the runtime's error code (cudaError_t / hipError_t) of the launch",
-        },
-        "dtypes": {"cuda": dtypes, "rocm": dtypes},
-        "layouts": layouts,
-        "tolerance": tolerance,
-        "trials": 2,
-        "tests": tests,
-        "benchmarks": benchmarks,
-        "ranking": ranking,
-        "roofline": {"compute": common.SUPPORTED_DTYPES[largest.dtype]},
-        "templates": {},
-        "imported": {
-            "format": "gpumode",
-            "source": "reference.py",
-            "sha256": hashlib.sha256(text.encode()).hexdigest(),
-            "rewritten": DEVICE_NOTE,
-            "vendor": "torch.compile of ref_kernel; eager PyTorch where it fails",
-            "lang": task.get("lang"),
-            "timeouts": {k: task[k] for k in ("test_timeout", "benchmark_timeout", "ranked_timeout") if k in task},
-            "data": probes[0]["data"],
-            "data_is_tuple": probes[0]["packed"],
-            "output_dtype": probes[0]["out_dtype"],
-            "output_layout": "row-major",
-            "shapes": [p["row"] for p in probes],
-        },
+        "format": "gpumode",
+        "source": "reference.py",
+        "sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "rewritten": DEVICE_NOTE,
+        "vendor": "torch.compile of ref_kernel; eager PyTorch where it fails",
+        "lang": task.get("lang"),
+        "timeouts": {k: task[k] for k in ("test_timeout", "benchmark_timeout", "ranked_timeout") if k in task},
+        "data": probes[0]["data"],
+        "data_is_tuple": probes[0]["packed"],
+        "output_dtype": probes[0]["out_dtype"],
+        "output_layout": "row-major",
+        "shapes": [p["row"] for p in probes],
     }

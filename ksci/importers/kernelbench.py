@@ -65,7 +65,22 @@ def _import(path: Path, requested: str | None, dest: Path, replace: bool) -> Imp
     tests = [bench] if small is None else [small, bench]
     _check_semantics(ns, tests[0], names, params)
     rows = [_row(ns, shape, names, params) for shape in [bench, *tests[:-1]]]  # each shape once, the benchmark first
-    spec = _spec(name, path, text, ints, specs, names, params, output, tests, bench, rows)
+    parts = common.SpecParts(
+        name=name,
+        description=_description(path, ints, specs, names, params, output),
+        tensors=specs,
+        output=output,
+        ints=list(ints),
+        layouts={
+            t.name: f"{' x '.join(map(str, t.shape)) or 'scalar'} at the benchmark shape, {t.layout}" for t in specs
+        },
+        tolerance=dict(TOLERANCE),
+        tests=[{**s, "seed": TEST_SEEDS[i % len(TEST_SEEDS)]} for i, s in enumerate(tests)],
+        benchmarks=[{**bench, "seed": BENCHMARK_SEED}],
+        ranking="geomean",
+        imported=_provenance(path, text, names, params, rows),
+    )
+    spec = common.problem_spec(parts)
     roles = [{"role": "benchmark and test", **rows[0]}, *({"role": "test", **r} for r in rows[1:])]
     files = {
         "problem.yaml": common.dump_yaml(spec),
@@ -215,50 +230,31 @@ def _row(ns: dict, shape: dict, names: list[str], params: dict) -> dict:
     }
 
 
-def _spec(name, path, text, ints, specs: list[TensorSpec], names, params, output, tests, bench, rows) -> dict:
-    dtypes = {t.name: t.dtype for t in specs}
-    largest = max(specs, key=lambda t: torch.Size(t.shape).numel())
+def _description(path: Path, ints: dict, specs: list[TensorSpec], names: list, params: dict, output: str) -> str:
+    """What the kernel computes, then each tensor as the entry point gets it (parameters named as in the model)."""
     constants = ", ".join(f"{k} = {v}" for k, v in ints.items())
     described = "\n".join(
         f"  {t.name}: {t.dtype}, dims {list(t.shape)} at the benchmark shape"
         + (f" (the model's {params[t.name]})" if t.name in params else "")
         for t in specs
     )
-    description = (
+    return (
         f"KernelBench {path.name}: Model.forward as one kernel ({output} = forward({', '.join(names)})).\n"
         f"The source is imported/{path.name}; its class Model is the specification. Every tensor is contiguous\n"
         f"(row-major). The model's parameters are inputs, drawn by its own initialisation:\n{described}\n"
         f"The shape is the file's int constants, passed as ints after the tensors (benchmark: {constants}).\n"
     )
+
+
+def _provenance(path: Path, text: str, names: list, params: dict, rows: list[dict]) -> dict:
+    """problem.yaml's `imported` record: where the problem came from and how reference.py builds the model."""
     return {
-        "name": name,
-        "description": description,
-        "entry_point": {
-            "name": name,
-            "signature": common.signature(name, specs, [output], list(ints)),
-            "args": [*(t.name for t in specs), *ints, "stream"],
-            "outputs": [output],
-            "returns": "0 on success, else the runtime's error code (cudaError_t / hipError_t) of the launch",
-        },
-        "dtypes": {"cuda": dtypes, "rocm": dtypes},
-        "layouts": {
-            t.name: f"{' x '.join(map(str, t.shape)) or 'scalar'} at the benchmark shape, {t.layout}" for t in specs
-        },
-        "tolerance": dict(TOLERANCE),
-        "trials": 2,
-        "tests": [{**s, "seed": TEST_SEEDS[i % len(TEST_SEEDS)]} for i, s in enumerate(tests)],
-        "benchmarks": [{**bench, "seed": BENCHMARK_SEED}],
-        "ranking": "geomean",
-        "roofline": {"compute": common.SUPPORTED_DTYPES[largest.dtype]},
-        "templates": {},
-        "imported": {
-            "format": "kernelbench",
-            "source": path.name,
-            "sha256": hashlib.sha256(text.encode()).hexdigest(),
-            "rewritten": DEVICE_NOTE,
-            "vendor": "torch.compile of Model.forward; eager PyTorch where it fails",
-            "inputs": names,
-            "params": params,
-            "shapes": rows,
-        },
+        "format": "kernelbench",
+        "source": path.name,
+        "sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "rewritten": DEVICE_NOTE,
+        "vendor": "torch.compile of Model.forward; eager PyTorch where it fails",
+        "inputs": names,
+        "params": params,
+        "shapes": rows,
     }
