@@ -22,12 +22,13 @@ import statistics
 import sys
 import time
 import traceback
+from dataclasses import dataclass, field
 
 import torch
 
 from ksci.evaluate.harness.check import compare, relative_error, same_bytes
 from ksci.evaluate.harness.sandbox import drop_network, limit_resources
-from ksci.evaluate.harness.timing import CallTimer, L2Flusher, TimingPolicy, precise, time_calls
+from ksci.evaluate.harness.timing import CallSample, CallTimer, L2Flusher, TimingPolicy, precise, time_calls
 from ksci.evaluate.protocol import summarise
 from ksci.problem.spec import Tolerance, load_problem, shape_key
 
@@ -147,6 +148,41 @@ class Case:
         return result
 
 
+@dataclass
+class TimedCalls:
+    """What one shape's timed calls measured, in call order: CallTimer's parts of each call, and the checks."""
+
+    kernel_us: list[float] = field(default_factory=list)
+    gap_us: list[float] = field(default_factory=list)
+    tail_us: list[float] = field(default_factory=list)
+    sync_us: list[float] = field(default_factory=list)
+    flush_us: list[float] = field(default_factory=list)
+    checked: int = 0
+    batches: int = 0
+
+    def add(self, call: CallSample) -> None:
+        self.kernel_us.append(call.kernel_us)
+        self.gap_us.append(call.gap_us)
+        self.tail_us.append(call.tail_us)
+        self.sync_us.append(call.sync_us)
+        self.flush_us.append(call.flush_us)
+
+    def integrity(self, idle: CallSample) -> dict:
+        """The timing message's integrity facts: medians beside the idle device's (ksci/evaluate/protocol.py)."""
+        return {
+            "calls": len(self.kernel_us),
+            "checked": self.checked,
+            "flush_us": statistics.median(self.flush_us),
+            "gap_us": statistics.median(self.gap_us),
+            "gap_idle_us": idle.gap_us,
+            "tail_us": statistics.median(self.tail_us),
+            "tail_idle_us": idle.tail_us,
+            "sync_us": statistics.median(self.sync_us),
+            "sync_idle_us": idle.sync_us,
+            "samples_us": [round(x, 3) for x in self.kernel_us[:SAMPLES_KEPT]],
+        }
+
+
 def _wipe(*groups: dict, release: bool = True) -> None:
     """Zero the expected output and the copies, then (release) hand the memory back to the driver.
 
@@ -256,73 +292,80 @@ class Session:
         input sets with fresh random seeds, each made and poisoned just before its one timed call, outside the timed
         region (CallTimer: one call at a time, the device idle between calls), so that no call can find another's
         inputs in memory. After the batch every output is looked at for poison, and CHECKED_PER_BATCH of them,
-        drawn at random once the batch has run, are checked in full against the reference. So no timed call can profit from another one: a call that skips its work
-        leaves poison or a wrong answer behind, and which outputs are checked cannot be known in advance.
+        drawn at random once the batch has run, are checked in full against the reference. So no timed call can
+        profit from another one: a call that skips its work leaves poison or a wrong answer behind, and which
+        outputs are checked cannot be known in advance.
         """
         self.reporter.send("shape", key=shape_key(shape))
         shape_start = time.perf_counter()
-        warm = self.case(shape, shape["seed"] + WARMUP_SEED_OFFSET)
-        if not self.check(warm, phase="benchmark"):
+        warm = self.warm_up(shape)
+        if warm is None:
             return False
-        for _ in range(self.policy.warmup):
-            self.candidate(warm.tensors, shape, self.stream)
-        torch.cuda.synchronize()
         timer = CallTimer(flush, self.stream)
         idle = timer.calibrate()
         batch = self.batch_size(warm)
         del warm
-        samples, checked = [], 0
-        gaps, tails, syncs, flushes = [], [], [], []
-        batches = 0
+        calls = self.timed_batches(shape, timer, batch)
+        if calls is None:
+            return False
+        timing = {"kernel": summarise(calls.kernel_us), "integrity": calls.integrity(idle)}
+        if self.request.get("time_baselines", True):
+            timing.update(self.time_baselines(self.rotated_cases(shape), flush))
+        # The child's own clock over the whole shape, which the parent holds against its clock (ksci/evaluate/protocol.py).
+        timing["integrity"]["shape_host_us"] = (time.perf_counter() - shape_start) * 1e6
+        self.reporter.send("timing", shape=_plain(shape), key=shape_key(shape), **self.work(shape), **timing)
+        return True
+
+    def warm_up(self, shape: dict) -> Case | None:
+        """The untimed input set, checked, then the policy's warm-up calls on it; None when its check fails."""
+        warm = self.case(shape, shape["seed"] + WARMUP_SEED_OFFSET)
+        if not self.check(warm, phase="benchmark"):
+            return None
+        for _ in range(self.policy.warmup):
+            self.candidate(warm.tensors, shape, self.stream)
+        torch.cuda.synchronize()
+        return warm
+
+    def timed_batches(self, shape: dict, timer: CallTimer, batch: int) -> TimedCalls | None:
+        """Batches of timed calls, each checked, until the times are precise enough (after min_reps and two batches
+        at least), the time budget is spent or max_reps is reached; None when a checked output is wrong."""
+        calls = TimedCalls()
         start = time.monotonic()
-        while len(samples) < self.policy.max_reps:
-            cases = []
-            for _ in range(batch):
-                # Drawn just before its call: no call can find a later call's inputs in memory and work ahead.
-                case = self.case(shape, _UNPREDICTABLE.randrange(2**62), keep_pristine=False)
-                cases.append(case)
-                torch.cuda.synchronize()  # the drawing is done before the host clock starts
-                call = timer(lambda case=case: self.candidate(case.tensors, shape, self.stream))
-                samples.append(call.kernel_us)
-                gaps.append(call.gap_us)
-                tails.append(call.tail_us)
-                syncs.append(call.sync_us)
-                flushes.append(call.flush_us)
-            batches += 1
-            draws = CHECKED_PER_BATCH if batches <= CHECKED_BATCHES else 1
-            sampled = set(_UNPREDICTABLE.sample(range(len(cases)), min(draws, len(cases))))
-            for i, case in enumerate(cases):
-                if i in sampled or case.left_poison():
-                    checked += 1
-                    if not self.report_check(case, case.verify(self.tolerance, release=False), "timed-output"):
-                        return False
+        while len(calls.kernel_us) < self.policy.max_reps:
+            cases = self.time_batch(shape, timer, batch, calls)
+            calls.batches += 1
+            if not self.check_batch(cases, calls):
+                return None
             del cases
+            samples = calls.kernel_us
             if (
                 len(samples) >= self.policy.min_reps
                 and len(samples) >= 2 * batch
                 and (precise(samples, self.policy.target_precision) or time.monotonic() - start > self.policy.budget_s)
             ):
                 break
-        timing = {
-            "kernel": summarise(samples),
-            "integrity": {
-                "calls": len(samples),
-                "checked": checked,
-                "flush_us": statistics.median(flushes),
-                "gap_us": statistics.median(gaps),
-                "gap_idle_us": idle.gap_us,
-                "tail_us": statistics.median(tails),
-                "tail_idle_us": idle.tail_us,
-                "sync_us": statistics.median(syncs),
-                "sync_idle_us": idle.sync_us,
-                "samples_us": [round(x, 3) for x in samples[:SAMPLES_KEPT]],
-            },
-        }
-        if self.request.get("time_baselines", True):
-            timing.update(self.time_baselines(self.rotated_cases(shape), flush))
-        # The child's own clock over the whole shape, which the parent holds against its clock (ksci/evaluate/protocol.py).
-        timing["integrity"]["shape_host_us"] = (time.perf_counter() - shape_start) * 1e6
-        self.reporter.send("timing", shape=_plain(shape), key=shape_key(shape), **self.work(shape), **timing)
+        return calls
+
+    def time_batch(self, shape: dict, timer: CallTimer, batch: int, calls: TimedCalls) -> list[Case]:
+        """`batch` new input sets, each drawn just before its one timed call (recorded in `calls`)."""
+        cases = []
+        for _ in range(batch):
+            # Drawn just before its call: no call can find a later call's inputs in memory and work ahead.
+            case = self.case(shape, _UNPREDICTABLE.randrange(2**62), keep_pristine=False)
+            cases.append(case)
+            torch.cuda.synchronize()  # the drawing is done before the host clock starts
+            calls.add(timer(lambda case=case: self.candidate(case.tensors, shape, self.stream)))
+        return cases
+
+    def check_batch(self, cases: list[Case], calls: TimedCalls) -> bool:
+        """Checks in full the outputs drawn once the batch has run, and any output that still holds poison."""
+        draws = CHECKED_PER_BATCH if calls.batches <= CHECKED_BATCHES else 1
+        sampled = set(_UNPREDICTABLE.sample(range(len(cases)), min(draws, len(cases))))
+        for i, case in enumerate(cases):
+            if i in sampled or case.left_poison():
+                calls.checked += 1
+                if not self.report_check(case, case.verify(self.tolerance, release=False), "timed-output"):
+                    return False
         return True
 
     def batch_size(self, case: Case) -> int:
