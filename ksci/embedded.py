@@ -14,8 +14,8 @@ def configure_prefect() -> None:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
     os.environ.setdefault("DO_NOT_TRACK", "1")
-    # Slot leases on disk, not in the API process's memory: a killed run's GPU slots can then be found and
-    # released by the next run (tasks/gpu.py), since the ephemeral API runs no repossessor service.
+    # Concurrency-slot leases on disk, as prefect.toml sets them for a server (no GPU slots since ksci/devices.py
+    # locks the GPUs; kept so that the embedded API and a server keep leases alike).
     os.environ.setdefault(
         "PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE", "prefect.server.concurrency.lease_storage.filesystem"
     )
