@@ -13,18 +13,16 @@ published under its real name, so a crash leaves no partial file that a reader w
 from __future__ import annotations
 
 import json
-import re
-import uuid
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ksci.evaluate.compile import source_hash
 from ksci.evaluate.results import Status, Verdict
+from ksci.lineage.parts import RESERVED_RUNS, check_run, part_files, read_part, to_pandas, write_part
 from ksci.lineage.storage import Storage
 from ksci.problem.spec import shape_key
 
@@ -33,8 +31,6 @@ KEY = ("run", "candidate_id", "generation")  # a row is written at most once per
 PROPOSERS = ("seed", "tuning", "llm", "rebench")
 KINDS = ("point", "composed", "custom")  # a template point, a per-shape composition of points, anything else
 _VERSION_METADATA = b"ksci.lineage.store.schema_version"
-_RESERVED_RUNS = {"sources"}
-_RUN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=-]*$")
 
 SCHEMA = pa.schema(
     [
@@ -258,7 +254,7 @@ def candidate_from_row(row: pd.Series) -> Candidate:
 
 
 def empty_frame() -> pd.DataFrame:
-    return _to_pandas(SCHEMA.empty_table())
+    return to_pandas(SCHEMA.empty_table())
 
 
 class LineageStore:
@@ -295,8 +291,7 @@ class LineageStore:
             groups.setdefault((row.run, row.generation), []).append(row)
         for (run, generation), group in sorted(groups.items()):
             table = pa.Table.from_pylist([asdict(r) for r in group], schema=SCHEMA)
-            name = f"part-{generation:06d}-{uuid.uuid4().hex}.parquet"
-            self.storage.write_atomic(f"{self._run_dir(run)}/{name}", lambda f, t=table: pq.write_table(t, f))
+            write_part(self.storage, self._run_dir(run), generation, table)
         return len(fresh)
 
     def read(self, run: str | None = None) -> pd.DataFrame:
@@ -305,14 +300,14 @@ class LineageStore:
         tables = [_conform(self._read_part(p), p) for r in runs for p in self._parts(r)]
         if not tables:
             return empty_frame()
-        frame = _to_pandas(pa.concat_tables(tables))
+        frame = to_pandas(pa.concat_tables(tables))
         frame = frame.sort_values(["run", "generation", "created_at", "candidate_id"], kind="stable")
         # Two writers racing on the same row can both publish it; readers keep the first.
         return frame.drop_duplicates(subset=list(KEY), keep="first").reset_index(drop=True)
 
     def runs(self) -> list[str]:
         names = self.storage.folders(self.storage.root)
-        return [n for n in names if n not in _RESERVED_RUNS and self.storage.exists(self.storage.path(n, "candidates"))]
+        return [n for n in names if n not in RESERVED_RUNS and self.storage.exists(self.storage.path(n, "candidates"))]
 
     def best(self, run: str) -> pd.Series | None:
         """The row with the lowest geomean among candidates whose status is ok (ties: smallest candidate_id)."""
@@ -328,11 +323,11 @@ class LineageStore:
         return 0 if frame.empty else int(frame["generation"].max()) + 1
 
     def _run_dir(self, run: str) -> str:
-        _check_run(run)
+        check_run(run)
         return self.storage.path(run, "candidates")
 
     def _parts(self, run: str) -> list[str]:
-        return self.storage.files(self._run_dir(run), "part-*.parquet")
+        return part_files(self.storage, self._run_dir(run))
 
     def _read_part(self, path: str, columns: list[str] | None = None) -> pa.Table:
         return read_part(self.storage, path, columns)
@@ -343,23 +338,6 @@ class LineageStore:
             columns = self._read_part(path, list(KEY)).to_pydict()
             keys.update(zip(*(columns[k] for k in KEY), strict=True))
         return keys
-
-
-def read_part(storage: Storage, path: str, columns: list[str] | None = None) -> pa.Table:
-    """One Parquet part file of a store (the lineage's, or the LLM ledger's), wherever the store lives.
-
-    Read in this thread, not with pq.read_table: its dataset scanner can leave work on Arrow's threads that aborts
-    the process at exit ("terminate called without an active exception", apache/arrow#36389). Processes that
-    append to one store four at a time (tests/test_lineage.py's writers) aborted so in 6 of 1000 exits with
-    read_table, in 0 of 1000 with this (scripts/count_exit_aborts.py). Part files are small.
-    """
-    with storage.open(path) as f:
-        return pq.ParquetFile(f).read(columns=columns, use_threads=False)
-
-
-def _check_run(run: str) -> None:
-    if not _RUN_NAME.match(run or "") or run in _RESERVED_RUNS:
-        raise ValueError(f"invalid run name {run!r}: use letters, digits, '_', '-', '.', '=' (and not 'sources')")
 
 
 def _max_of(values) -> int | None:
@@ -386,11 +364,3 @@ def _conform(table: pa.Table, path: object) -> pa.Table:
     # Missing columns of old files are null even where today's schema says non-null, hence a relaxed schema.
     relaxed = pa.schema([f.with_nullable(True) for f in SCHEMA], metadata=SCHEMA.metadata)
     return pa.Table.from_arrays(columns, schema=relaxed)
-
-
-_PANDAS_TYPES = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
-
-
-def _to_pandas(table: pa.Table) -> pd.DataFrame:
-    # Nullable Int64 and boolean keep integer and flag columns intact when some values are null.
-    return table.to_pandas(types_mapper=_PANDAS_TYPES.get)

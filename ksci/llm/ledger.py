@@ -19,8 +19,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ksci.lineage.parts import check_run as _check_run
+from ksci.lineage.parts import read_part
+from ksci.lineage.parts import to_pandas as _to_pandas
 from ksci.lineage.storage import Storage
-from ksci.lineage.store import _check_run, _to_pandas, read_part
 
 CALLS_SCHEMA = pa.schema(
     [
