@@ -16,10 +16,13 @@ import argparse
 import json
 from pathlib import Path
 
+from ksci.evaluate.classify import classify, expected_reports
 from ksci.evaluate.compile import compile_source
-from ksci.evaluate.pipeline import EvaluationOptions, classify, compile_candidate, expected_reports, run_harness
+from ksci.evaluate.harness_process import run_harness
+from ksci.evaluate.options import EvaluationOptions
 from ksci.evaluate.protocol import timing_doubts
 from ksci.evaluate.results import Status, Verdict
+from ksci.evaluate.stages import compile_candidate
 from ksci.evaluate.toolchain import default_arch, find_toolchain
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import DIALECT_OF_TARGET, load_problem

@@ -1,7 +1,10 @@
 """Re-time a run's champions, for example after a driver or compiler change.
 
-The benchmark task is called with refresh_cache=True, so the timing is new; the rows go to the run
-`<run>-rebench`, one generation per rebench, so the original lineage is never rewritten.
+Each champion goes through the evaluation chain every candidate takes (tasks.evaluation.submit_candidate: hipify,
+compile, verify, benchmark, record), its stored source as it is: that source was prepared when it was first
+evaluated, so hipify only checks its entry point again. Verify and benchmark skip the cache (retime), so the
+timing is new; the rows go to the run `<run>-rebench`, one generation per rebench, with the champion's source
+path, so the original lineage is never rewritten.
 """
 
 from __future__ import annotations
@@ -12,8 +15,9 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 
 from flows.evolve import DEFAULT_STORE, _artifact_key
-from ksci.lineage.store import LineageStore
-from tasks.stages import benchmark_kernel, compile_kernel, record_candidate, verify_kernel
+from ksci.evaluate.setup import EvaluationSetup
+from ksci.lineage.store import CandidateMeta, LineageStore
+from tasks.evaluation import submit_candidate
 
 
 @flow(name="rebench")
@@ -32,24 +36,22 @@ def rebench(
     generation = store.generations(target_run)
     rows = []
     for _, champion in champions.iterrows():
-        source = store.read_source(champion["source_path"])
-        compiled = compile_kernel(source, champion["target"], champion["arch"], simulate)
-        problem, target = champion["problem"], champion["target"]
-        verified = verify_kernel.with_options(refresh_cache=True)(problem, source, compiled, target, gpus, simulate)
-        timed = benchmark_kernel.with_options(refresh_cache=True)(
-            problem, source, compiled, verified, target, gpus, simulate
+        setup = EvaluationSetup(
+            champion["problem"], champion["target"], store_root, champion["arch"], tuple(gpus), simulate
         )
-        meta = {
-            "run": target_run,
-            "generation": generation,
-            "proposer": "rebench",
-            "parent_id": champion["candidate_id"],
-            "reference_id": None,
-            "hypothesis": f"re-timing of {champion['candidate_id']} (was {champion['geomean_us']:.2f} us)",
-            "template": champion["template"],
-            "params": _params(champion),
-        }
-        row = record_candidate(store_root, meta, source, champion["source_path"], timed)
+        meta = CandidateMeta(
+            run=target_run,
+            generation=generation,
+            proposer="rebench",
+            parent_id=champion["candidate_id"],
+            reference_id=None,
+            hypothesis=f"re-timing of {champion['candidate_id']} (was {champion['geomean_us']:.2f} us)",
+            template=champion["template"],
+            params=_params(champion),
+        )
+        source = store.read_source(champion["source_path"])
+        chain = submit_candidate(setup, source, meta, source_path=champion["source_path"], retime=True)
+        row = chain.recorded.result()
         rows.append(
             {
                 "candidate_id": champion["candidate_id"],

@@ -3,7 +3,7 @@ hipify, hypothesize).
 
 Prefect keys a task on its inputs and its own source (INPUTS + TASK_SOURCE). A verdict also depends on code and
 files that are no input: the harness that verifies and times, the problem's spec and reference, the GPU and its
-driver; a compile on the screen, the library check and the toolchain. Left out of the key, `ksci evolve --run RUN`
+driver (the backend's identity, ksci/backends/); a compile on the screen, the library check and the toolchain. Left out of the key, `ksci evolve --run RUN`
 replayed verdicts that an older harness gave (an `ok` a newer one refuses). The GPU ids (`gpus`) are left out on
 purpose: which free GPU of the same host ran a candidate does not change its verdict. Likewise a rendered or
 composed source depends on the problem's template files, and a generation's proposals on the proposer's code and
@@ -13,18 +13,16 @@ new template's name.
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import shutil
-import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from prefect.cache_policies import INPUTS, TASK_SOURCE, CachePolicy
 from prefect.context import TaskRunContext
 
+from ksci.backends import backend_of
 from ksci.evaluate.hipify import find_hipify
-from ksci.evaluate.toolchain import ToolchainMissing, default_arch, find_toolchain
 from ksci.problem.spec import problem_root
 
 KSCI = Path(__file__).resolve().parent.parent / "ksci"
@@ -103,63 +101,40 @@ def _problem_files_hash(problem: str, patterns: tuple[str, ...]) -> str:
     return hash_files(root, patterns) if root else "no such problem"
 
 
-def gpu_identity(target: str, simulate: str | None) -> str:
-    """The GPU model and driver of this host ("none" without a GPU); the recording's name when simulating."""
-    if simulate is not None:  # by name: a test rewrites a recording's rows to stand for a GPU that came back
-        return f"simulator:{Path(simulate).name if simulate else 'none'}"
-    return _host_gpus(target)
+@dataclass
+class SetupFields(CachePolicy):
+    """Keys a task on the named fields of its EvaluationSetup (`setup`), not on the rest: not on the GPU ids
+    (which free GPU of the same host ran a candidate does not change its verdict) nor on the store."""
 
+    names: tuple[str, ...] = ()
 
-@functools.cache
-def _host_gpus(target: str) -> str:
-    """Every visible GPU's model and driver, sorted and deduplicated (a candidate takes any of them)."""
-    if target == "rocm":
-        argv = ["rocm-smi", "--showproductname", "--showdriverversion", "--csv"]
-    else:
-        argv = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
-    if shutil.which(argv[0]) is None:
-        return "none"
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        return "none"
-    return "; ".join(sorted({line.strip() for line in out.splitlines() if line.strip()})) or "none"
-
-
-def toolchain_identity(target: str, arch: str | None, simulate: str | None) -> str:
-    """The compiler's version and whole command line (the toolchain's own flags included)."""
-    if simulate is not None:
-        return "simulator"
-    try:
-        toolchain = find_toolchain(target)
-    except ToolchainMissing:
-        return "missing"  # the compile fails (not cached by Prefect); a later compiler gets a new key
-    return "\0".join([toolchain.version, *toolchain.command("kernel", "kernel.so", arch or _default_arch(target))])
-
-
-@functools.cache
-def _default_arch(target: str) -> str:
-    return default_arch(target)  # the GPU's own (asks nvidia-smi or rocminfo): once per process
+    def compute_key(
+        self, task_ctx: TaskRunContext, inputs: dict[str, Any], flow_parameters: dict[str, Any], **kwargs: Any
+    ) -> str:
+        setup = inputs["setup"]
+        return _digest(*(f"{name}={getattr(setup, name)!r}" for name in self.names))
 
 
 class VerdictCode(CachePolicy):
-    """Keys a verify or benchmark task on the harness's code, the problem's files and this host's GPUs."""
+    """Keys a verify or benchmark task on the harness's code, the problem's files and its backend's identity (this
+    host's GPU models and drivers, or the simulator's recording)."""
 
     def compute_key(
         self, task_ctx: TaskRunContext, inputs: dict[str, Any], flow_parameters: dict[str, Any], **kwargs: Any
     ) -> str:
-        parts = [harness_code_hash(), problem_hash(inputs["problem"])]
-        return _digest(*parts, gpu_identity(inputs["target"], inputs.get("simulate")))
+        setup = inputs["setup"]
+        return _digest(harness_code_hash(), problem_hash(setup.problem), backend_of(setup).identity)
 
 
 class CompileCode(CachePolicy):
-    """Keys a compile task on the screen's, the library check's and the compile step's code and the toolchain."""
+    """Keys a compile task on the screen's, the library check's and the compile step's code and its backend's
+    compiler (the toolchain's version and command line)."""
 
     def compute_key(
         self, task_ctx: TaskRunContext, inputs: dict[str, Any], flow_parameters: dict[str, Any], **kwargs: Any
     ) -> str:
-        toolchain = toolchain_identity(inputs["target"], inputs.get("arch"), inputs.get("simulate"))
-        return _digest(compile_code_hash(), toolchain)
+        setup = inputs["setup"]
+        return _digest(compile_code_hash(), backend_of(setup).compiler_identity(setup.arch))
 
 
 class TemplateCode(CachePolicy):
@@ -193,9 +168,11 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
-# The GPU ids are no part of a verdict: a rerun on other GPUs of the same host reuses every verdict.
-VERDICT_CACHE = INPUTS - "gpus" + TASK_SOURCE + VerdictCode()
-COMPILE_CACHE = INPUTS + TASK_SOURCE + CompileCode()
+# The inputs besides the setup, and of the setup what the step's result depends on (the backend, through
+# `simulate`; its identity comes with the code policies). The GPU ids are no part of a verdict: a rerun on other
+# GPUs of the same host reuses every verdict; the store is no part of any result.
+VERDICT_CACHE = INPUTS - "setup" + TASK_SOURCE + SetupFields(("problem", "target", "arch", "simulate")) + VerdictCode()
+COMPILE_CACHE = INPUTS - "setup" + TASK_SOURCE + SetupFields(("target", "arch", "simulate")) + CompileCode()
+HIPIFY_CACHE = INPUTS - "setup" + TASK_SOURCE + SetupFields(("problem", "target")) + HipifyCode()
 RENDER_CACHE = INPUTS + TASK_SOURCE + TemplateCode()
-HIPIFY_CACHE = INPUTS + TASK_SOURCE + HipifyCode()
 PROPOSAL_CACHE = INPUTS + TASK_SOURCE + ProposerCode()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,9 @@ from prefect.testing.utilities import prefect_test_harness  # noqa: E402
 
 import tasks.cache_keys as cache_keys  # noqa: E402
 from flows.evolve import evolve  # noqa: E402
+from ksci.backends import backend_of  # noqa: E402
 from ksci.backends.simulated import Simulator  # noqa: E402
+from ksci.evaluate.setup import EvaluationSetup  # noqa: E402
 from ksci.lineage.store import LineageStore  # noqa: E402
 
 RECORDING = Path(__file__).parent / "data" / "fp8_gemm_h200_recording.json"
@@ -118,10 +121,26 @@ def test_a_pattern_that_matches_nothing_is_an_error_not_a_smaller_key(tmp_path, 
         cache_keys.harness_code_hash()
 
 
-def test_the_gpu_identity_names_the_simulators_recording_or_the_host():
-    assert cache_keys.gpu_identity("cuda", "/x/r.json") == "simulator:r.json" != cache_keys.gpu_identity("cuda", "")
-    host = cache_keys.gpu_identity("cuda", None)
+def _identity(simulate: str | None) -> str:
+    return backend_of(EvaluationSetup("fp8_gemm", "cuda", "store", simulate=simulate)).identity
+
+
+def test_the_backend_identity_names_the_simulators_recording_or_the_host():
+    assert _identity("/x/r.json") == "simulator:r.json" != _identity("")
+    host = _identity(None)
     assert host == "none" or "," in host  # "model, driver" per GPU, as nvidia-smi reports them
+
+
+def test_the_verdict_key_leaves_out_the_gpus_and_the_store_but_not_the_backend():
+    """A rerun on other GPUs of the host (or into another store) reuses a verdict; the simulator's does not."""
+    setup = EvaluationSetup("fp8_gemm", "cuda", "store", simulate="/x/r.json")
+    fields = cache_keys.SetupFields(("problem", "target", "arch", "simulate"))
+
+    def key(**changes) -> str:
+        return fields.compute_key(None, {"setup": replace(setup, **changes)}, {})
+
+    assert key(gpus=("1", "2")) == key(store_root="elsewhere") == key()
+    assert key(simulate="/x/other.json") != key() != key(problem="rmsnorm")
 
 
 @pytest.fixture(scope="module")

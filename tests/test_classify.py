@@ -2,8 +2,9 @@
 
 import pytest
 
+from ksci.evaluate.classify import classify
 from ksci.evaluate.isolate import ChildOutcome
-from ksci.evaluate.pipeline import EnvironmentProblem, classify
+from ksci.evaluate.options import EnvironmentProblem
 from ksci.evaluate.results import Status, Verdict, geomean
 from ksci.problem.spec import load_problem
 
@@ -158,7 +159,7 @@ def test_geomean():
 
 
 def test_pinning_respects_the_gpus_the_process_may_use(monkeypatch):
-    from ksci.evaluate.pipeline import pin_device
+    from ksci.evaluate.visibility import pin_device
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert pin_device("1", "cuda") == {"CUDA_VISIBLE_DEVICES": "1"}
@@ -171,14 +172,15 @@ def test_pinning_respects_the_gpus_the_process_may_use(monkeypatch):
 
 def test_the_gpu_window_says_how_much_of_it_was_the_harness_starting(monkeypatch):
     """run_phases stamps the window with when "started" and "loaded" came (ksci.evaluate.isolate measures them)."""
-    import ksci.evaluate.pipeline as evaluate
+    import ksci.evaluate.stages as stages
+    from ksci.evaluate.options import EvaluationOptions
     from ksci.evaluate.results import CompileResult
 
     first_s = {"started": 2.5, "loaded": 2.75, "result": 4.0}
     outcome = ChildOutcome(messages=[*OK_RUN, _timing(100.0), RESULT_OK], returncode=0, output="", first_s=first_s)
-    monkeypatch.setattr(evaluate, "run_harness", lambda problem, library, options: outcome)
+    monkeypatch.setattr(stages, "run_harness", lambda problem, library, options: outcome)
     compiled = CompileResult(ok=True, target="cuda", arch="sm_90a", toolchain="nvcc", command=[], log="")
-    options = evaluate.EvaluationOptions(phases=("benchmark",), device="1")
-    window = evaluate.run_phases(PROBLEM, compiled, options).fingerprint["gpu_window"]
+    options = EvaluationOptions(phases=("benchmark",), device="1")
+    window = stages.run_phases(PROBLEM, compiled, options).fingerprint["gpu_window"]
     assert window["started_s"] == 2.5 and window["loaded_s"] == 2.75 and "result_s" not in window
     assert window["device"] == "1" and window["phases"] == ["benchmark"] and window["start"] <= window["end"]

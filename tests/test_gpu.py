@@ -96,9 +96,10 @@ def test_a_tuned_point_alone_and_composed_with_the_default_is_ok(name, template,
 
 
 def test_spare_harnesses_each_run_the_library_their_go_ahead_names(gpu_target):
-    """A spare harness process (ksci.evaluate.pipeline.SpareHarnesses) is started before any candidate is known: the
+    """A spare harness process (ksci.evaluate.harness_process.SpareHarnesses) is started before any candidate is known: the
     second candidate here runs in the spare the first one left, and must get its own library, not the first's."""
-    from ksci.evaluate.pipeline import SPARES, Harness, compile_candidate, prepare, run_phases
+    from ksci.evaluate.harness_process import SPARES, Harness
+    from ksci.evaluate.stages import compile_candidate, prepare, run_phases
 
     problem = load_problem("fp8_gemm")
     options = _options(problem, gpu_target)
@@ -132,11 +133,12 @@ def test_baselines_are_timed_and_checked(gpu_target):
 
 
 def test_a_harness_started_ahead_runs_on_the_gpu_it_is_then_given(gpu_target):
-    """The harness process starts before its GPU is known (ksci.evaluate.pipeline.Harness, as a waiting candidate starts it);
+    """The harness process starts before its GPU is known (ksci.evaluate.harness_process.Harness, as a waiting candidate starts it);
     the go-ahead's visible-devices variable must still decide which physical GPU it runs on."""
     import torch
 
-    from ksci.evaluate.pipeline import Harness, visible_gpus
+    from ksci.evaluate.harness_process import Harness
+    from ksci.evaluate.visibility import visible_gpus
 
     problem = load_problem("fp8_gemm")
     options = _options(problem, gpu_target, benchmarks=problem.benchmarks[:1])

@@ -28,10 +28,11 @@ from ksci.evaluate.compile import compile_source
 from ksci.evaluate.hipify import TORCH, hipify_with_torch, refusal
 from ksci.evaluate.pipeline import EvaluationOptions, evaluate_source
 from ksci.evaluate.results import HipifyResult, Status
+from ksci.evaluate.setup import EvaluationSetup
 from ksci.evaluate.toolchain import find_toolchain
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import list_problems, load_problem
-from tasks.stages import compile_kernel, hipify
+from tasks.evaluation import compile_kernel, hipify
 
 ARCHS = ("gfx942", "gfx940")
 PTX_MMA = "refused: inline PTX mma.sync"
@@ -152,12 +153,13 @@ def test_converted_source_has_its_expected_outcome(converted, compiled, label):
 
 
 def test_the_pipeline_fails_an_unconvertible_source_with_the_report_instead_of_compiling_it():
-    """tasks/stages.py's hipify hands the compile step a value that says why, as `ksci evaluate` does."""
+    """tasks/evaluation.py's hipify hands the compile step a value that says why, as `ksci evaluate` does."""
     problem = load_problem("fp8_gemm")
     source = render_kernel(problem.template("cuda", "mma"), {})
-    prepared = hipify.fn("fp8_gemm", source, "rocm")
+    setup = EvaluationSetup("fp8_gemm", "rocm", "store")
+    prepared = hipify.fn(setup, source)
     assert not prepared.ok and prepared.source == source
-    result = compile_kernel.fn(prepared, "rocm", None, None)
+    result = compile_kernel.fn(setup, prepared)
     assert not result.ok and result.command == [] and "inline PTX mma.sync (line" in result.log
     verdict = evaluate_source(problem, source, EvaluationOptions(target="rocm", compile_only=True))
     assert verdict.status == Status.COMPILE_ERROR and "inline PTX mma.sync" in verdict.message
@@ -166,7 +168,9 @@ def test_the_pipeline_fails_an_unconvertible_source_with_the_report_instead_of_c
 
 def test_the_pipeline_converts_with_torch_and_names_it():
     problem = load_problem("rmsnorm")
-    prepared = hipify.fn("rmsnorm", render_kernel(problem.template("cuda", "naive"), {}), "rocm")
+    prepared = hipify.fn(
+        EvaluationSetup("rmsnorm", "rocm", "store"), render_kernel(problem.template("cuda", "naive"), {})
+    )
     assert prepared.ok and prepared.note == f"converted from CUDA with {TORCH}"
     assert "hipStream_t" in prepared.source and "cudaStream_t" not in prepared.source
 

@@ -10,7 +10,8 @@ import pytest
 
 from ksci.evaluate.compile import compile_source
 from ksci.evaluate.libcheck import check_library
-from ksci.evaluate.pipeline import EvaluationOptions, compile_candidate
+from ksci.evaluate.options import EvaluationOptions
+from ksci.evaluate.stages import compile_candidate
 from ksci.evaluate.toolchain import find_toolchain
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import load_problem

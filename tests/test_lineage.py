@@ -22,6 +22,7 @@ from ksci.lineage.store import (
     SCHEMA,
     SCHEMA_VERSION,
     Candidate,
+    CandidateMeta,
     LineageStore,
     LineageVersionError,
     LlmUsage,
@@ -287,12 +288,9 @@ def test_candidate_from_verdict() -> None:
         vendor_geomean_us=15.0,
         fingerprint={"gpu": "NVIDIA H100", "driver": "570"},
     )
-    row = candidate_from_verdict(
-        verdict,
+    meta = CandidateMeta(
         run="r",
         generation=2,
-        source_path="sources/ab/abc.cu",
-        candidate_id="ab" * 8,
         parent_id="cd" * 8,
         reference_id=None,
         proposer="llm",
@@ -301,6 +299,7 @@ def test_candidate_from_verdict() -> None:
         params={"BN": 128, "BM": 64},
         llm=LlmUsage("model-x", 100, 20, 0.5),
     )
+    row = candidate_from_verdict(verdict, meta, "sources/ab/abc.cu", "ab" * 8)
     assert (row.registers, row.spill_bytes, row.shared_bytes) == (168, 8, 16384)
     assert json.loads(row.shape_times_json) == {"1024x512x256": 10.0, "2048x512x256": 40.0}
     assert row.params_json == '{"BM": 64, "BN": 128}'
@@ -312,16 +311,9 @@ def test_candidate_from_verdict() -> None:
 
     failed = candidate_from_verdict(
         Verdict(Status.COMPILE_ERROR, "fp8_gemm", "rocm", message="error: x"),
-        run="r",
-        generation=0,
-        source_path="s",
-        candidate_id="ef" * 8,
-        parent_id=None,
-        reference_id=None,
-        proposer="seed",
-        hypothesis="",
-        template=None,
-        params=None,
+        CandidateMeta(run="r", generation=0, proposer="seed", hypothesis=""),
+        "s",
+        "ef" * 8,
     )
     assert failed.status == "compile_error" and failed.registers is None and failed.shape_times_json == "{}"
     assert failed.llm_model is None and failed.compile_seconds is None

@@ -8,8 +8,8 @@ import sys
 
 from children import reporting_child
 
+from ksci.evaluate.harness_process import SpareHarnesses, child_environment
 from ksci.evaluate.isolate import run_child
-from ksci.evaluate.pipeline import SpareHarnesses, child_environment
 
 SECRETS = {
     "OPENAI_API_KEY": "sk-fake-openai",

@@ -10,6 +10,7 @@ to find. A source may carry a simulator directive line, `// ksci-simulate: compi
 to be simulated as failing that way: tests of the LLM writer's repair path use it.
 KSCI_SIMULATE_HOLD_S (seconds, default 0) makes each simulated run keep its GPU slot that long, as a real harness
 does for seconds: tests that must catch a candidate holding a slot (tests/test_faults.py) set it.
+SimulatedBackend is the simulator as a Backend (ksci/backends/__init__.py), the one a run with `simulate` gets.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import time
 from pathlib import Path
 
 from ksci.evaluate.compile import source_hash
-from ksci.evaluate.pipeline import EnvironmentProblem
+from ksci.evaluate.options import EnvironmentProblem, EvaluationOptions
 from ksci.evaluate.results import CompileResult, ShapeTiming, Status, Timing, Verdict, geomean
 from ksci.problem.compose import composed_plan
 from ksci.problem.render import render_kernel
@@ -136,6 +137,61 @@ class Simulator:
             shape_key(s): factor * 100.0 * (1 + i % 3) * (0.7 + 0.6 * _unit(f"{source}\0{shape_key(s)}"))
             for i, s in enumerate(problem.benchmarks)
         }
+
+
+class SimulatedBackend:
+    """The simulator as a run's backend: `recording` is a recording's path, or None for made-up timings only."""
+
+    def __init__(self, recording: str | None) -> None:
+        self.recording = recording
+
+    @property
+    def identity(self) -> str:
+        # By name: a test rewrites a recording's rows to stand for a GPU that came back.
+        return f"simulator:{Path(self.recording).name if self.recording else 'none'}"
+
+    def compiler_identity(self, arch: str | None) -> str:
+        return "simulator"
+
+    def compile(self, source: str, options: EvaluationOptions) -> CompileResult:
+        return Simulator(self.recording).compile(source, options.target, options.arch or "simulated")
+
+    def runner(
+        self, problem: Problem, source: str, compiled: CompileResult, options: EvaluationOptions, spares: int = 0
+    ) -> SimulatedRun:
+        return SimulatedRun(Simulator(self.recording), problem, source, compiled, options.phases)
+
+    def start_spares(self, problem: Problem, options: EvaluationOptions, count: int) -> None:
+        """The simulator starts no process."""
+
+
+class SimulatedRun:
+    """A simulated run of a candidate's phases; its verdict's GPU window names the GPU it held."""
+
+    def __init__(
+        self, simulator: Simulator, problem: Problem, source: str, compiled: CompileResult, phases: tuple[str, ...]
+    ) -> None:
+        self.simulator, self.problem, self.source, self.compiled, self.phases = (
+            simulator,
+            problem,
+            source,
+            compiled,
+            phases,
+        )
+
+    def start(self) -> None:
+        """Nothing to start ahead."""
+
+    def run(self, device: str | None) -> Verdict:
+        verdict = self.simulator.run(self.problem, self.source, self.compiled, self.phases)
+        verdict.fingerprint["gpu_window"] = {"phases": list(self.phases), "device": device}
+        return verdict
+
+    def __enter__(self) -> SimulatedRun:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
 
 
 def _unit(text: str) -> float:

@@ -168,38 +168,25 @@ def params_to_json(params: dict | None) -> str | None:
     return None if params is None else json.dumps(params, sort_keys=True)
 
 
-def candidate_from_verdict(
-    verdict: Verdict,
-    *,
-    run: str,
-    generation: int,
-    source_path: str,
-    candidate_id: str,
-    parent_id: str | None,
-    reference_id: str | None,
-    proposer: str,
-    hypothesis: str,
-    template: str | None,
-    params: dict | None,
-    llm: LlmUsage | None = None,
-    params_by_shape: dict | None = None,
-) -> Candidate:
+def candidate_from_verdict(verdict: Verdict, meta: CandidateMeta, source_path: str, candidate_id: str) -> Candidate:
+    """The lineage row of an evaluated candidate: where it came from (`meta`), its verdict, its stored source."""
     compiled = verdict.compile
     resources = compiled.resources if compiled else []
     shape_times = {shape_key(t.shape): t.kernel.median_us for t in verdict.timings if t.kernel}
+    llm = meta.llm
     return Candidate(
-        run=run,
+        run=meta.run,
         problem=verdict.problem,
-        generation=generation,
+        generation=meta.generation,
         candidate_id=candidate_id,
-        parent_id=parent_id,
-        reference_id=reference_id,
-        proposer=proposer,
-        hypothesis=hypothesis,
-        template=template,
-        params_json=params_to_json(params),
-        kind="composed" if params_by_shape else "point" if template else "custom",
-        params_by_shape_json=params_to_json(params_by_shape),
+        parent_id=meta.parent_id,
+        reference_id=meta.reference_id,
+        proposer=meta.proposer,
+        hypothesis=meta.hypothesis,
+        template=meta.template,
+        params_json=params_to_json(meta.params),
+        kind="composed" if meta.params_by_shape else "point" if meta.template else "custom",
+        params_by_shape_json=params_to_json(meta.params_by_shape),
         source_path=source_path,
         target=verdict.target,
         arch=compiled.arch if compiled else verdict.fingerprint.get("gpu_arch"),

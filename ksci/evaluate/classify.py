@@ -1,0 +1,172 @@
+"""How the parent turns what the harness child reported (or failed to report) into a verdict.
+
+The child is not trusted: its messages are checked against their schema (ksci/evaluate/protocol.py), an ok result
+must come with at least the checks and timings an honest run of its phases makes (expected_reports), and its
+timings must agree with the parent's clock and with the speed of light (ksci.problem.roofline).
+"""
+
+from __future__ import annotations
+
+from ksci.evaluate.isolate import ChildOutcome
+from ksci.evaluate.options import EnvironmentProblem, EvaluationOptions
+from ksci.evaluate.protocol import CLOCK_TOLERANCE, timing_doubts, validate_message
+from ksci.evaluate.results import CheckResult, ShapeTiming, Status, Timing, Verdict, geomean
+from ksci.problem.roofline import peaks_for, speed_of_light_us
+from ksci.problem.spec import Problem, shape_key
+
+
+def expected_reports(problem: Problem, options: EvaluationOptions) -> dict:
+    """The least an honest run of these phases reports (see Session.run in ksci.evaluate.harness.child).
+
+    Verify: one check per test input set. Benchmark: per shape, the warm-up set and at least two timed outputs (two
+    batches, at least one sampled in each; how many more depends on the batches), one timing; then every test
+    input set again on new seeds. Each timing also says how many timed outputs it checked, which
+    ksci/evaluate/protocol.py holds against the number of timed calls.
+    """
+    tests = len(options.tests or problem.tests) * problem.trials
+    shapes = len(options.benchmarks or problem.benchmarks) if "benchmark" in options.phases else 0
+    checks = (tests if "verify" in options.phases else 0) + ((3 * shapes + tests) if shapes else 0)
+    return {"checks": checks, "timings": shapes}
+
+
+def classify(problem: Problem, outcome: ChildOutcome, verdict: Verdict, expect: dict | None = None) -> Verdict:
+    """Turn what the child reported (or failed to report) into a verdict.
+
+    `expect` ({"checks": n, "timings": n}): the least an ok run reports; a result that claims ok with less is not.
+    """
+    invalid = _drop_invalid(outcome)
+    started = outcome.last("started")
+    verdict.fingerprint.update(started["fingerprint"] if started else {})
+    if (sandbox := outcome.last("sandbox")) is not None:
+        verdict.fingerprint["sandbox"] = {k: v for k, v in sandbox.items() if k != "event"}
+    verdict.checks = [_check(m) for m in outcome.events("check")]
+    verdict.harness_log = outcome.output
+    result = outcome.last("result")
+    if outcome.timed_out:
+        return _fail(verdict, Status.TIMEOUT, f"killed after {outcome.wall_s:.0f} s (hard timeout)")
+    if (err := outcome.last("load_error")) is not None:
+        return _fail(verdict, Status.LOAD_ERROR, err["message"])
+    if started is None:
+        raise EnvironmentProblem(f"the harness did not start (exit {outcome.returncode}):\n{outcome.output[-2000:]}")
+    if result is not None and result["status"] == "wrong":
+        return _fail(verdict, Status.WRONG, result.get("message", ""))
+    if result is None or result["status"] != "ok":
+        err = outcome.last("runtime_error") or outcome.last("harness_error")
+        why = err["message"] if err else _death(outcome.returncode)
+        return _fail(verdict, Status.RUNTIME_ERROR, why)
+    verdict.status = Status.OK
+    verdict.timings = [shape_timing(m, problem, verdict.fingerprint.get("gpu", "")) for m in outcome.events("timing")]
+    summarise_timings(verdict)
+    doubts = invalid + _report_doubts(outcome, verdict) + _missing(outcome, expect or {})
+    if doubts and verdict.status == Status.OK:
+        return _fail(verdict, Status.SUSPICIOUS, "; ".join(doubts))
+    return verdict
+
+
+def _drop_invalid(outcome: ChildOutcome) -> list[str]:
+    """Remove the messages that fail their schema; why, when there were any (such a run is never ok)."""
+    timed = len(outcome.arrivals) == len(outcome.messages)  # outcomes written by hand (tests) may have no arrivals
+    valid, arrivals, reasons = [], [], []
+    for i, message in enumerate(outcome.messages):
+        problem = validate_message(message)
+        if problem is None:
+            valid.append(message)
+            arrivals.extend([outcome.arrivals[i]] if timed else [])
+        else:
+            reasons.append(problem)
+    outcome.messages, outcome.arrivals = valid, arrivals
+    bad = outcome.bad_messages + len(reasons)
+    if not bad:
+        return []
+    shown = f": {reasons[0]}" if reasons else ""
+    return [f"the harness's report had {bad} malformed message(s){shown}"]
+
+
+def _missing(outcome: ChildOutcome, expect: dict) -> list[str]:
+    checks, timings = len(outcome.events("check")), len(outcome.events("timing"))
+    if checks < expect.get("checks", 0) or timings < expect.get("timings", 0):
+        return [
+            f"the result says ok after {checks} checks and {timings} timings, "
+            f"fewer than the run must make ({expect.get('checks', 0)} and {expect.get('timings', 0)})"
+        ]
+    return []
+
+
+def _report_doubts(outcome: ChildOutcome, verdict: Verdict) -> list[str]:
+    """A result reported ok must come with what an ok run reports, and with timings the clocks agree with."""
+    doubts = []
+    if any(not c.ok for c in verdict.checks):
+        doubts.append("a failed check was reported, yet the result says ok")
+    timings = outcome.events("timing")
+    parent = _parent_clock_us(outcome)
+    for message in timings:
+        for doubt in timing_doubts(message, parent.get(id(message))):
+            doubts.append(f"{message.get('key') or message['shape']}: {doubt}")
+    total_host_s = sum(m["integrity"]["shape_host_us"] for m in timings) / 1e6
+    if outcome.wall_s and total_host_s > outcome.wall_s * CLOCK_TOLERANCE:
+        doubts.append(
+            f"the child's shapes add up to {total_host_s:.2f} s, longer than the child ran ({outcome.wall_s:.2f} s)"
+        )
+    missing = [m.get("key") for m in timings if id(m) not in parent]
+    if outcome.arrivals and missing:
+        doubts.append(f"no `shape` message came before the timing of {', '.join(map(str, missing))}")
+    return doubts
+
+
+def _parent_clock_us(outcome: ChildOutcome) -> dict[int, float]:
+    """For each timing message (by id), the parent's clock from its shape's `shape` message to it, in us."""
+    if len(outcome.arrivals) != len(outcome.messages):
+        return {}
+    started: dict[str, float] = {}
+    elapsed = {}
+    for message, arrival in zip(outcome.messages, outcome.arrivals, strict=True):
+        if message["event"] == "shape":
+            started[message["key"]] = arrival
+        elif message["event"] == "timing" and message.get("key") in started:
+            elapsed[id(message)] = (arrival - started.pop(message["key"])) * 1e6
+    return elapsed
+
+
+def _fail(verdict: Verdict, status: Status, message: str) -> Verdict:
+    verdict.status, verdict.message = status, message
+    return verdict
+
+
+def _death(returncode: int | None) -> str:
+    if returncode is not None and returncode < 0:
+        return f"the harness process was killed by signal {-returncode}"
+    return f"the harness process exited with code {returncode} before reporting a result"
+
+
+def _check(message: dict) -> CheckResult:
+    fields = ("ok", "report", "mismatches", "total", "max_abs_error", "nan_or_inf")
+    return CheckResult(shape=message["shape"], seed=message["seed"], **{k: message[k] for k in fields})
+
+
+def shape_timing(message: dict, problem: Problem, gpu: str) -> ShapeTiming:
+    def t(key: str) -> Timing | None:
+        return Timing(**message[key]) if message.get(key) else None
+
+    shape = message["shape"]
+    peaks = peaks_for(gpu)
+    sol = None
+    if peaks is not None:
+        sol = speed_of_light_us(message["flops"], message["bytes"], peaks, problem.roofline_compute)
+    vendor = t("vendor") if message.get("vendor_ok", True) else None
+    return ShapeTiming(shape=shape, kernel=t("kernel"), reference=t("reference"), vendor=vendor, speed_of_light_us=sol)
+
+
+def summarise_timings(verdict: Verdict) -> None:
+    timings = verdict.timings
+    verdict.geomean_us = geomean([s.kernel.median_us if s.kernel else None for s in timings])
+    # A geomean over only some of the shapes would mislead, so a baseline missing anywhere gives None.
+    verdict.reference_geomean_us = geomean([s.reference.median_us if s.reference else None for s in timings])
+    verdict.vendor_geomean_us = geomean([s.vendor.median_us if s.vendor else None for s in timings])
+    verdict.speed_of_light_geomean_us = geomean([s.speed_of_light_us for s in timings])
+    too_fast = [s for s in timings if s.kernel and s.speed_of_light_us and s.kernel.median_us < s.speed_of_light_us]
+    if too_fast:
+        names = ", ".join(
+            f"{shape_key(s.shape)} ({s.kernel.median_us:.2f} < {s.speed_of_light_us:.2f} us)" for s in too_fast
+        )
+        verdict.status = Status.SUSPICIOUS
+        verdict.message = f"faster than the speed of light on {names}: the measurement cannot be trusted"

@@ -1,0 +1,182 @@
+"""The stage functions of an evaluation on this host's toolchains and GPUs, each a value in and a value out:
+prepare (entry point, hipify), compile (screen, compiler, library check), run the phases in the harness child
+(verify and/or time, then classify), and the baselines alone.
+
+ksci/evaluate/pipeline.py orders them (through a Backend, ksci/backends/); ksci/backends/real.py is the backend
+built from them. Candidate failures come back as values (a CompileResult not ok, a Verdict); problems of the
+environment (no compiler, no GPU) raise.
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ksci import __version__
+from ksci.evaluate.classify import classify, expected_reports, shape_timing, summarise_timings
+from ksci.evaluate.compile import compile_source
+from ksci.evaluate.harness_process import Harness, run_harness
+from ksci.evaluate.hipify import hipify_source, looks_like_cuda
+from ksci.evaluate.libcheck import check_library
+from ksci.evaluate.options import EnvironmentProblem, EvaluationOptions
+from ksci.evaluate.results import CompileResult, Status, Verdict
+from ksci.evaluate.screen import screen_source
+from ksci.evaluate.toolchain import default_arch, find_toolchain
+from ksci.problem.spec import Problem, has_entry_point
+
+
+@dataclass(frozen=True)
+class PreparedSource:
+    """A candidate's source as the compiler gets it: converted to HIP where CUDA is bound for ROCm. Not ok: `note`
+    says why it cannot be compiled (no entry point, a conversion that failed), `source` is as it came, and `log`
+    holds the converter's whole output."""
+
+    source: str
+    ok: bool
+    note: str = ""
+    log: str = ""
+
+
+def prepare(problem: Problem, source: str, target: str) -> PreparedSource:
+    """Check the entry point; hipify CUDA code bound for ROCm, naming the converter and what it left."""
+    if not has_entry_point(source, problem.entry_name):
+        return PreparedSource(
+            source, False, f'the source does not define the entry point extern "C" {problem.entry_name}(...)'
+        )
+    if target == "rocm" and looks_like_cuda(source):
+        converted = hipify_source(source)
+        if not converted.ok:
+            last = (converted.log.strip().splitlines() or ["no output"])[-1]
+            return PreparedSource(
+                source, False, f"the source is CUDA and could not be converted to HIP: {last}", converted.log
+            )
+        left = f"; left unconverted: {', '.join(converted.unconverted)}" if converted.unconverted else ""
+        return PreparedSource(converted.source, True, f"converted from CUDA with {converted.tool}{left}", converted.log)
+    return PreparedSource(source, True)
+
+
+def unprepared_compile(prepared: PreparedSource, options: EvaluationOptions) -> CompileResult:
+    """The compile result of a source that never reached the compiler: the note first, then the converter's log."""
+    return _not_compiled(options, f"error: {prepared.note}\n{prepared.log}".strip())
+
+
+def _not_compiled(options: EvaluationOptions, log: str, rejected: str = "") -> CompileResult:
+    """A CompileResult for a source that no compiler saw."""
+    return CompileResult(
+        ok=False, target=options.target, arch=options.arch or "", toolchain="", command=[], log=log, rejected=rejected
+    )
+
+
+def compile_candidate(source: str, options: EvaluationOptions) -> CompileResult:
+    """Screen the source (ksci.evaluate.screen), compile it, then inspect the library (ksci.evaluate.libcheck).
+
+    A source the screen rejects is never handed to the compiler; a library that imports or runs at load time
+    anything outside the allowlist is rejected before any harness loads it."""
+    screened = screen_source(source)
+    if not screened.ok:
+        return _not_compiled(options, screened.message, rejected=screened.message)
+    toolchain = find_toolchain(options.target)
+    arch = options.arch or default_arch(options.target)
+    compiled = compile_source(source, toolchain, arch, Path(options.cache_dir))
+    if compiled.ok and compiled.library:
+        inspected = check_library(compiled.library, options.target)
+        if not inspected.ok:
+            compiled.ok, compiled.library, compiled.rejected = False, None, inspected.message
+            compiled.log = f"{compiled.log}\n{inspected.message}".strip()
+    return compiled
+
+
+def failed_compile_verdict(problem: str, target: str, compiled: CompileResult) -> Verdict:
+    """The verdict of a candidate that never got a library: rejected by the screen, or a compile error. Its
+    fingerprint is the host's and the compiler's, on every path (the CLI's, the flow's, rebench's)."""
+    verdict = Verdict(Status.COMPILE_ERROR, problem, target, compile=compiled, fingerprint=host_fingerprint(compiled))
+    if compiled.rejected:
+        verdict.status, verdict.message = Status.REJECTED, compiled.rejected
+    else:
+        verdict.message = first_error(compiled.log)
+    return verdict
+
+
+def run_phases(
+    problem: Problem, compiled: CompileResult, options: EvaluationOptions, harness: Harness | None = None
+) -> Verdict:
+    """Verify and/or time a compiled kernel (options.phases) in an isolated child; the verdict says how it went.
+
+    `harness`: that child, already started for this library and these options (Harness.start), to run on GPU
+    options.device; without it, one is started now."""
+    verdict = Verdict(Status.COMPILED, problem.name, options.target, compile=compiled)
+    verdict.fingerprint = host_fingerprint(compiled)
+    started = time.time()
+    outcome = harness.run(options.device) if harness else run_harness(problem, compiled.library, options)
+    # When and where the GPU was busy with this candidate: lets a run prove no two candidates shared a GPU.
+    verdict.fingerprint["gpu_window"] = {
+        "phases": list(options.phases),
+        "start": started,
+        "end": time.time(),
+        "device": options.device,
+        # Seconds from the go-ahead to the harness's "started" report (the CUDA/HIP context; Python and torch too
+        # when the child was not started ahead) and to "loaded" (the candidate's library): the share of the
+        # window that is start-up, not the candidate's work.
+        **{
+            f"{event}_s": round(outcome.first_s[event], 3)
+            for event in ("started", "loaded")
+            if event in outcome.first_s
+        },
+    }
+    return classify(problem, outcome, verdict, expected_reports(problem, options))
+
+
+def measure_baselines(problem: Problem, options: EvaluationOptions) -> Verdict:
+    """Time the reference and the vendor library alone (no candidate), in the same isolated harness."""
+    verdict = Verdict(Status.OK, problem.name, options.target, fingerprint=host_fingerprint(None))
+    outcome = run_harness(problem, None, options)
+    started, result = outcome.last("started"), outcome.last("result")
+    if started is None or result is None:
+        raise EnvironmentProblem(f"the baseline run failed (exit {outcome.returncode}):\n{outcome.output[-2000:]}")
+    verdict.fingerprint.update(started["fingerprint"])
+    gpu = verdict.fingerprint.get("gpu", "")
+    verdict.timings = [shape_timing(m, problem, gpu) for m in outcome.events("baseline")]
+    summarise_timings(verdict)
+    notes = sorted({m["vendor_error"] for m in outcome.events("baseline") if m.get("vendor_error")})
+    verdict.message = "; ".join(notes)
+    return verdict
+
+
+def first_error(log: str) -> str:
+    for line in log.splitlines():
+        if "error" in line.lower():
+            return line.strip()[:300]
+    return (log.strip().splitlines() or ["compilation failed"])[-1][:300]
+
+
+def host_fingerprint(compiled: CompileResult | None) -> dict:
+    return {
+        "host": platform.node(),
+        "ksci": __version__,
+        "python": platform.python_version(),
+        "toolchain": compiled.toolchain if compiled else None,
+        "arch": compiled.arch if compiled else None,
+        "driver": _driver_version(),
+    }
+
+
+@functools.cache
+def _driver_version() -> str | None:
+    """Asked once per process: every verdict carries it, and nvidia-smi costs tens of milliseconds a call."""
+    if shutil.which("nvidia-smi") is None:
+        return None
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.strip().splitlines()[0] if out.strip() else None

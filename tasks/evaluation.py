@@ -1,0 +1,160 @@
+"""The evaluation's Prefect tasks, one per stage, each a call into the stage ordering (ksci/evaluate/pipeline.py),
+and `submit_candidate`, the one function that submits a candidate's whole chain: hipify, compile, verify,
+benchmark, store its source, record its row. The evolve flow (tuning and LLM candidates) and rebench use it.
+
+Every task takes the run's EvaluationSetup; the backend (real or simulated) is chosen from it by
+ksci.backends.backend_of, never by a branch here.
+Caching (tasks/cache_keys.py): compile, verify and benchmark are keyed on their inputs, their source and what
+decides their result beyond them (the harness's and the problem's files, the toolchain, the backend's identity),
+not on the GPU ids; a rerun of a generation reuses every step that finished.
+Timeouts: foreign code only ever runs in subprocesses with their own hard timeouts (the compiler's, and the
+harness's process-group kill), because Prefect's task timeout cannot interrupt a task in a worker thread.
+Retries: only for EnvironmentProblem (a harness that could not start, a GPU that went away); a compile error or
+a wrong answer is a value, never an exception, and is never retried.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import NamedTuple
+
+from prefect import get_run_logger, task
+from prefect.futures import PrefectFuture
+from prefect.tasks import exponential_backoff
+
+from ksci.backends import backend_of
+from ksci.devices import START_AHEAD, any_free_gpu
+from ksci.evaluate.options import EnvironmentProblem, compile_options, run_options
+from ksci.evaluate.pipeline import compile_prepared, run_compiled, timed_after_verified
+from ksci.evaluate.results import CompileResult, Status, Verdict
+from ksci.evaluate.setup import EvaluationSetup
+from ksci.evaluate.stages import PreparedSource, prepare
+from ksci.lineage.store import CandidateMeta, LineageStore, candidate_from_verdict, candidate_id_of
+from ksci.problem.spec import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, load_problem
+from tasks.cache_keys import COMPILE_CACHE, HIPIFY_CACHE, VERDICT_CACHE
+from tasks.stages import CACHED, retry_only_on
+
+LOGGED_OUTPUT_CHARS = 4000
+
+GPU_TASK = dict(
+    cache_policy=VERDICT_CACHE,
+    retries=2,
+    retry_delay_seconds=exponential_backoff(backoff_factor=5),
+    retry_condition_fn=retry_only_on(EnvironmentProblem),  # the environment failed, never the candidate
+    tags=["gpu"],
+)
+
+
+@task(name="hipify", cache_policy=HIPIFY_CACHE)
+def hipify(setup: EvaluationSetup, source: str) -> PreparedSource:
+    """CUDA bound for ROCm is converted; a source that cannot be (or lacks the entry point) comes back not ok, with
+    the converter's report, and the compile step fails it with that report instead of compiling it."""
+    return prepare(load_problem(setup.problem), source, setup.target)
+
+
+@task(name="compile", cache_policy=COMPILE_CACHE, tags=["compile"])
+def compile_kernel(setup: EvaluationSetup, source: PreparedSource) -> CompileResult:
+    return compile_prepared(backend_of(setup), source, compile_options(setup))
+
+
+@task(name="verify", **GPU_TASK)
+def verify_kernel(setup: EvaluationSetup, source: PreparedSource, compiled: CompileResult) -> Verdict:
+    return _run(setup, source, compiled, ("verify",))
+
+
+@task(name="benchmark", **GPU_TASK)
+def benchmark_kernel(
+    setup: EvaluationSetup, source: PreparedSource, compiled: CompileResult, verified: Verdict
+) -> Verdict:
+    if verified.status != Status.OK:
+        return verified
+    return timed_after_verified(verified, _run(setup, source, compiled, ("benchmark",)))
+
+
+def _run(setup: EvaluationSetup, source: PreparedSource, compiled: CompileResult, phases: tuple[str, ...]) -> Verdict:
+    """The GPU is not an input (so not part of the cache key): the candidate takes whichever is free, one candidate
+    at a time per GPU across every flow, worker and process of this host (ksci.devices). It takes its harness
+    process when it is near the front of the queue (START_AHEAD), while the GPUs are still busy: a spare one,
+    started earlier for any candidate, whose Python and torch have loaded by then. It gets its GPU and the library
+    once the GPU is taken: only the GPU context's start is left inside the GPU's busy time."""
+    gpus = list(setup.gpus)
+
+    def take_gpu(on_turn):
+        return any_free_gpu(gpus, on_turn=on_turn)
+
+    problem, options = load_problem(setup.problem), run_options(setup, phases)
+    return run_compiled(backend_of(setup), problem, source, compiled, options, take_gpu, _spares(setup))
+
+
+def _spares(setup: EvaluationSetup) -> int:
+    """Spare harness processes kept per phase: as many as the waiters that take one (START_AHEAD per GPU), so that
+    the candidates of a generation, compiled at about the same time, all find one that has finished starting."""
+    return START_AHEAD * len(setup.gpus)
+
+
+def start_spare_harnesses(setup: EvaluationSetup) -> None:
+    """Start the spare harness processes of verify and benchmark now (a run's start), so that the first candidates
+    find them ready instead of each starting its own inside its GPU window (the simulator starts none)."""
+    problem, backend = load_problem(setup.problem), backend_of(setup)
+    for phases in (("verify",), ("benchmark",)):
+        backend.start_spares(problem, run_options(setup, phases), _spares(setup))
+
+
+@task(name="store-source", cache_policy=CACHED)
+def store_source(store_root: str, source: PreparedSource, suffix: str) -> str:
+    return LineageStore(store_root).put_source(source.source, suffix)
+
+
+@task(name="record")
+def record_candidate(
+    store_root: str, meta: CandidateMeta, source: PreparedSource, source_path: str, verdict: Verdict
+) -> dict:
+    """Append the candidate's row as soon as it is done; idempotent, so a rerun never duplicates it."""
+    row = candidate_from_verdict(verdict, meta, source_path, candidate_id_of(source.source))
+    if verdict.status != Status.OK:
+        log_failure(row.candidate_id, verdict)
+    LineageStore(store_root).append([row])
+    return asdict(row)
+
+
+def log_failure(candidate_id: str, verdict: Verdict) -> None:
+    """Put a failed candidate's compiler or harness output in the flow run's logs (the Prefect UI shows them)."""
+    output = verdict.harness_log or (verdict.compile.log if verdict.compile else "")
+    get_run_logger().warning(
+        "candidate %s: %s: %s\n%s", candidate_id, verdict.status, verdict.message, output[-LOGGED_OUTPUT_CHARS:]
+    )
+
+
+class CandidateChain(NamedTuple):
+    """The futures of one candidate's chain. A tuple too, so that callers may unpack it or take `[-1]` (recorded)."""
+
+    compiled: PrefectFuture
+    verified: PrefectFuture
+    benched: PrefectFuture
+    recorded: PrefectFuture
+
+
+def submit_candidate(
+    setup: EvaluationSetup,
+    source: str | PrefectFuture,
+    meta: CandidateMeta,
+    source_path: str | None = None,
+    retime: bool = False,
+) -> CandidateChain:
+    """Submit a candidate's whole chain: hipify, compile, verify, benchmark, store its source, record its row.
+
+    `source`: the text, or the future of the task that renders it. `source_path`: where the store already holds
+    it (rebench: the row keeps its source's path), else it is stored. `retime`: verify and benchmark again, not
+    from the cache (rebench)."""
+    verify, benchmark = verify_kernel, benchmark_kernel
+    if retime:
+        verify, benchmark = verify.with_options(refresh_cache=True), benchmark.with_options(refresh_cache=True)
+    prepared = hipify.submit(setup, source)
+    compiled = compile_kernel.submit(setup, prepared)
+    verified = verify.submit(setup, prepared, compiled)
+    benched = benchmark.submit(setup, prepared, compiled, verified)
+    if source_path is None:
+        suffix = SUFFIX_OF_DIALECT[DIALECT_OF_TARGET[setup.target]]
+        source_path = store_source.submit(setup.store_root, prepared, suffix)
+    recorded = record_candidate.submit(setup.store_root, meta, prepared, source_path, benched)
+    return CandidateChain(compiled, verified, benched, recorded)
