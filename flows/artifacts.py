@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from prefect.artifacts import create_table_artifact
 
 COLUMNS = (
@@ -52,3 +54,8 @@ def _x(value) -> str:
 
 def _cell(value):
     return round(value, 3) if isinstance(value, float) else ("" if value is None else value)
+
+
+def artifact_key(text: str) -> str:
+    """Artifact keys allow lowercase letters, digits and dashes."""
+    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")

@@ -36,6 +36,7 @@ from ksci.problem.spec import (
     register_problem_dir,
 )
 from ksci.report.summary import format_evolution, format_verdict
+from ksci.run import DEFAULT_STORE, OVERLAP_RULE, RunLimits, RunSpec, new_run_name, overlap_allowed
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_ENVIRONMENT = 0, 1, 2, 3
 
@@ -60,7 +61,14 @@ def main(argv: list[str] | None = None) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ksci", description="Kernel Scientist: evolve and evaluate GPU kernels.")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_evaluation_commands(sub)
+    _add_evolve_command(sub)
+    _add_run_and_porting_commands(sub)
+    return parser
 
+
+def _add_evaluation_commands(sub) -> None:
+    """problems, evaluate, baseline, render: one kernel or problem, no flow."""
     p = sub.add_parser("problems", help="list the shipped problems")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_problems)
@@ -89,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", type=Path)
     p.set_defaults(handler=cmd_render)
 
+
+def _add_evolve_command(sub) -> None:
     p = sub.add_parser("evolve", help="evolve a problem's kernels (Prefect flows; embedded server by default)")
     _problem_and_target(p)
     p.add_argument("--generations", type=int, default=5)
@@ -120,6 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--store", help="lineage store: a folder or an fsspec URL such as s3://bucket/runs (default: data/runs)"
     )
+    _add_proposer_options(p)
+    p.set_defaults(handler=cmd_evolve)
+
+
+def _add_proposer_options(p: argparse.ArgumentParser) -> None:
+    """Who writes an evolution's children, the LLM's endpoint and budget, and the GPU simulator."""
     p.add_argument(
         "--proposer",
         choices=("auto", "tuning", "llm"),
@@ -139,8 +155,10 @@ def build_parser() -> argparse.ArgumentParser:
         const="",
         help="no GPU: replay timings recorded on a GPU (a JSON file; none: made-up timings). For tests.",
     )
-    p.set_defaults(handler=cmd_evolve)
 
+
+def _add_run_and_porting_commands(sub) -> None:
+    """report, status: a run's lineage; import, port: problems and kernels from elsewhere."""
     p = sub.add_parser("report", help="write a run's evolution report: one self-contained HTML file")
     _run_and_store(p)
     p.add_argument("-o", "--output", type=Path, help="HTML file to write (default: RUN-report.html here)")
@@ -164,7 +182,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", type=Path)
     p.add_argument("-o", "--output", type=Path, help="where to write the HIP source (default: FILE.hip)")
     p.set_defaults(handler=cmd_port)
-    return parser
 
 
 def _problem_and_target(p: argparse.ArgumentParser) -> None:
@@ -254,6 +271,35 @@ def _exit_on_sigterm() -> None:
 
 
 def cmd_evolve(args) -> int:
+    proposer, llm = _check_evolve(args)
+    from ksci.embedded import configure_prefect
+
+    configure_prefect()
+    _exit_on_sigterm()
+    from flows.evolve import evolve
+
+    spec = _run_spec(args, proposer)
+    try:
+        summaries = evolve(**spec.parameters(), llm=llm)
+    except (UsageError, ProblemError, ToolchainMissing, EnvironmentProblem):
+        raise  # main() says these in one line, with their own exit codes
+    except Exception as exc:  # a generation failed; Prefect has logged its traceback, so one line is enough here
+        print(f"ksci: evolution {spec.run} stopped: {_stopped_because(exc)}", file=sys.stderr)
+        print(
+            f"ksci: every candidate recorded so far is kept; rerun with --run {spec.run} to continue", file=sys.stderr
+        )
+        return EXIT_FAILED
+    print(format_evolution(summaries, spec.store_root))
+    if llm is not None and summaries:
+        from ksci.llm.ledger import LlmLedger
+
+        tokens, usd = LlmLedger(spec.store_root).spent(spec.run)
+        print(f"LLM calls of this run so far: {tokens} tokens, ${usd:.4f} (see {spec.store_root}/{spec.run}/llm_calls)")
+    return EXIT_OK
+
+
+def _check_evolve(args):
+    """Refuse what cannot run before Prefect starts; the proposer and its LLM configuration (_proposer)."""
     load_problem(args.problem)
     if args.generations < 1 or args.children < 1:
         raise UsageError("--generations and --children must be at least 1")
@@ -273,51 +319,31 @@ def cmd_evolve(args) -> int:
         missing = needs_template(load_problem(args.problem), DIALECT_OF_TARGET[args.target])
         if missing:
             raise UsageError(missing)
-    from flows.pipeline import OVERLAP_RULE, overlap_allowed  # no Prefect in it: checked before Prefect starts
-
     if args.overlap is not None and not overlap_allowed(args.overlap, proposer):
         raise UsageError(f"--overlap must be {OVERLAP_RULE}")
-    from ksci.embedded import configure_prefect
+    return proposer, llm
 
-    configure_prefect()
-    _exit_on_sigterm()
-    from flows.evolve import DEFAULT_STORE, evolve, new_run_name
 
-    store = str(args.store or DEFAULT_STORE)
-    run, gpus = args.run or new_run_name(args.problem, args.target), _gpus(args)
+def _run_spec(args, proposer: str) -> RunSpec:
+    """The run's settings from the command line: one RunSpec, which the evolve flow runs."""
+    gpus = _gpus(args)
     overlap = args.overlap if args.overlap is not None else int(proposer == "tuning" and len(gpus) > 1)
-    try:
-        summaries = evolve(
-            problem=args.problem,
-            target=args.target,
-            generations=args.generations,
-            run=run,
-            children=args.children,
-            strategy=args.strategy,
-            seed=args.seed,
-            store_root=store,
-            arch=args.arch,
-            gpus=gpus,
-            simulate=args.simulate,
-            proposer=proposer,
-            llm=llm,
-            overlap=overlap,
-            max_candidates=args.max_candidates,
-            time_limit_s=None if args.time_limit is None else 60.0 * args.time_limit,
-        )
-    except (UsageError, ProblemError, ToolchainMissing, EnvironmentProblem):
-        raise  # main() says these in one line, with their own exit codes
-    except Exception as exc:  # a generation failed; Prefect has logged its traceback, so one line is enough here
-        print(f"ksci: evolution {run} stopped: {_stopped_because(exc)}", file=sys.stderr)
-        print(f"ksci: every candidate recorded so far is kept; rerun with --run {run} to continue", file=sys.stderr)
-        return EXIT_FAILED
-    print(format_evolution(summaries, store))
-    if llm is not None and summaries:
-        from ksci.llm.ledger import LlmLedger
-
-        tokens, usd = LlmLedger(store).spent(run)
-        print(f"LLM calls of this run so far: {tokens} tokens, ${usd:.4f} (see {store}/{run}/llm_calls)")
-    return EXIT_OK
+    return RunSpec(
+        problem=args.problem,
+        target=args.target,
+        run=args.run or new_run_name(args.problem, args.target),
+        generations=args.generations,
+        children=args.children,
+        strategy=args.strategy,
+        seed=args.seed,
+        store_root=str(args.store or DEFAULT_STORE),
+        arch=args.arch,
+        gpus=tuple(gpus),
+        simulate=args.simulate,
+        proposer=proposer,
+        overlap=overlap,
+        limits=RunLimits(args.max_candidates, None if args.time_limit is None else 60.0 * args.time_limit),
+    )
 
 
 def _stopped_because(exc: Exception) -> str:

@@ -171,8 +171,8 @@ def _digest(*parts: str) -> str:
 # The inputs besides the setup, and of the setup what the step's result depends on (the backend, through
 # `simulate`; its identity comes with the code policies). The GPU ids are no part of a verdict: a rerun on other
 # GPUs of the same host reuses every verdict; the store is no part of any result.
-VERDICT_CACHE = INPUTS - "setup" + TASK_SOURCE + SetupFields(("problem", "target", "arch", "simulate")) + VerdictCode()
-COMPILE_CACHE = INPUTS - "setup" + TASK_SOURCE + SetupFields(("target", "arch", "simulate")) + CompileCode()
-HIPIFY_CACHE = INPUTS - "setup" + TASK_SOURCE + SetupFields(("problem", "target")) + HipifyCode()
+VERDICT_CACHE = INPUTS - "setup" + TASK_SOURCE + SetupFields(names=("problem", "target", "arch", "simulate")) + VerdictCode()
+COMPILE_CACHE = INPUTS - "setup" + TASK_SOURCE + SetupFields(names=("target", "arch", "simulate")) + CompileCode()
+HIPIFY_CACHE = INPUTS - "setup" + TASK_SOURCE + SetupFields(names=("problem", "target")) + HipifyCode()
 RENDER_CACHE = INPUTS + TASK_SOURCE + TemplateCode()
 PROPOSAL_CACHE = INPUTS + TASK_SOURCE + ProposerCode()

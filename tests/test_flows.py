@@ -235,14 +235,6 @@ def test_a_time_limit_of_zero_runs_generation_0_only(tmp_path, caplog):
     assert "stops before generation 1: " in caplog.text and "min have passed (time limit 0.0 min)" in caplog.text
 
 
-def test_the_terminal_progress_line_shows_the_best_so_far():
-    from flows.evolve import _progress_line
-
-    rows = [{"status": "ok", "geomean_us": 250.0}, {"status": "wrong", "geomean_us": None}]
-    line = _progress_line([{"rows": rows}, {"rows": [{"status": "ok", "geomean_us": 234.5}]}], 5)
-    assert line == "[############------------------] generation 2/5: best so far 234.50 us"
-
-
 def test_rebench_retimes_the_champions_into_a_run_of_its_own(tmp_path):
     from flows.rebench import rebench
 
@@ -256,58 +248,3 @@ def test_rebench_retimes_the_champions_into_a_run_of_its_own(tmp_path):
     assert set(retimed["parent_id"]) == set(best_two["candidate_id"])
     # The simulator replays the same recording, so the re-timing equals the original here.
     assert sorted(retimed["geomean_us"]) == pytest.approx(sorted(best_two["geomean_us"]))
-
-
-def test_a_gpu_slot_is_refused_to_others_while_held_and_a_busy_answer_never_reaches_prefects_client(monkeypatch):
-    """tasks.gpu.hold_slot against the real (embedded) API. Its first slot request is answered 503 by a scripted
-    stand-in in front of the real transport, as an API on SQLite answers when two writes collide: _BusyRetried
-    asks again at once, so Prefect's client (which would wait 2 s, and log that it does) never sees the 503."""
-    import logging
-
-    import httpx
-    from prefect.client.orchestration import get_client
-
-    import tasks.gpu
-
-    tasks.gpu.ensure_gpu_limit("hold-test")
-    name = tasks.gpu.gpu_limit_name("hold-test")
-    real_transport, paths = tasks.gpu._api_transport, []
-
-    class FirstRequestBusy(httpx.BaseTransport):
-        def __init__(self) -> None:
-            self.inner = real_transport()
-
-        def handle_request(self, request: httpx.Request) -> httpx.Response:
-            paths.append(request.url.path.rsplit("/", 1)[-1])
-            if paths.count("increment-with-lease") == 1 and paths[-1] == "increment-with-lease":
-                return httpx.Response(503, json={"exception_message": "Service Unavailable"})
-            return self.inner.handle_request(request)
-
-        def close(self) -> None:
-            self.inner.close()
-
-    def active_slots() -> int:
-        with get_client(sync_client=True) as client:
-            return client.read_global_concurrency_limit_by_name(name).active_slots
-
-    monkeypatch.setattr(tasks.gpu, "_api_transport", FirstRequestBusy)
-    monkeypatch.setattr(tasks.gpu, "_SLOT_CLIENTS", {})  # none made yet with the stand-in
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler()  # on the logger of Prefect's client retries (prefect.client.base), every level
-    handler.emit = records.append
-    client_logger = logging.getLogger("prefect.client")
-    client_logger.addHandler(handler)
-    level, client_logger.level = client_logger.level, logging.DEBUG
-    try:
-        with tasks.gpu.hold_slot("hold-test"):
-            assert active_slots() == 1
-            with pytest.raises(httpx.HTTPStatusError) as refused, tasks.gpu.hold_slot("hold-test"):
-                pass
-            assert tasks.gpu._http_status(refused.value) == 423  # another holds it: refused at once
-        assert active_slots() == 0
-    finally:
-        client_logger.removeHandler(handler)
-        client_logger.level = level
-    slot_requests = [path for path in paths if path.endswith("-with-lease")]  # not the clients' CSRF look-ups
-    assert slot_requests == ["increment-with-lease"] * 3 + ["decrement-with-lease"]  # busy, granted, refused; freed
-    assert not [r.getMessage() for r in records if "retryable" in r.getMessage()]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from support.scripted_llm_server import ScriptedLlmServer
 
-from ksci.llm.ask import BudgetExhausted, Ledger, LlmCallFailed, StageRequest, ask_stage
-from ksci.llm.client import LlmFailure, LlmReply, TransientLlmError, chat
+from ksci.errors import Failure
+from ksci.llm.ask import Ledger, StageRequest, ask_stage
+from ksci.llm.client import LlmReply, chat
 from ksci.llm.config import Budget, Price, load_config
 from ksci.llm.ledger import LlmLedger
 from ksci.llm.prompts import stage_marker
@@ -52,11 +53,10 @@ def test_a_structured_answer_comes_back_with_usage_and_cost(endpoint):
         ({"sleep": 2.5}, "timeout"),
     ],
 )
-def test_transient_failures_raise_for_prefect_to_retry(endpoint, answer, kind):
+def test_transient_failures_are_values_that_say_so_for_prefect_to_retry(endpoint, answer, kind):
     _server, settings = endpoint([{**answer, "content": "late"}, SELECTION])
-    with pytest.raises(TransientLlmError) as raised:
-        chat(settings, MESSAGES, SCHEMA)
-    assert raised.value.kind == kind
+    failure = chat(settings, MESSAGES, SCHEMA)
+    assert isinstance(failure, Failure) and failure.kind == kind and failure.transient
     assert isinstance(chat(settings, MESSAGES, SCHEMA), LlmReply)  # then success, as a retry would get
 
 
@@ -70,7 +70,7 @@ def test_an_endpoint_without_structured_output_is_asked_again_in_plain_text(endp
 def test_a_client_error_is_a_value_not_a_retry(endpoint):
     _server, settings = endpoint([{"status": 401, "content": "bad key"}])
     failure = chat(settings, MESSAGES, SCHEMA)
-    assert isinstance(failure, LlmFailure) and failure.kind == "http_401"
+    assert isinstance(failure, Failure) and failure.kind == "http_401" and not failure.transient
 
 
 def test_ask_records_every_request_and_parses_malformed_truncated_and_good_answers(endpoint, tmp_path):
@@ -84,13 +84,16 @@ def test_ask_records_every_request_and_parses_malformed_truncated_and_good_answe
     ledger = Ledger(str(tmp_path), "run1", 3)
     request = StageRequest("selector", "selector", MESSAGES, SCHEMA, {"ids": ["0123456789abcdef"]})
     prose = ask_stage(request, settings, ledger, Price(1.0, 1.0))
-    assert prose.value is None and prose.problem == "no JSON object in the answer"
+    assert prose.value is None and prose.failure == Failure("unusable", "no JSON object in the answer")
+    assert prose.reason == "no JSON object in the answer" and prose.reply is not None  # answered: repairable
     truncated = ask_stage(request, settings, ledger)
-    assert truncated.value is None and truncated.problem.startswith("truncated answer (finish_reason=length")
-    with pytest.raises(TransientLlmError):
-        ask_stage(request, settings, ledger)
+    assert truncated.value is None and truncated.failure.kind == "truncated"
+    assert truncated.failure.message.startswith("truncated answer (finish_reason=length")
+    limited = ask_stage(request, settings, ledger)
+    assert limited.reply is None and limited.failure.kind == "rate_limit" and limited.failure.transient
+    assert limited.reason.startswith("call failed: rate_limit: ")
     good = ask_stage(request, settings, ledger)
-    assert good.value.base_id == "0123456789abcdef" and good.problem is None
+    assert good.value.base_id == "0123456789abcdef" and good.failure is None and good.reason == ""
     calls = LlmLedger(tmp_path).calls("run1")
     assert list(calls["outcome"]) == ["unusable", "truncated", "rate_limit", "ok"]
     assert set(calls["generation"]) == {3} and calls["prompt_sha256"].nunique() == 1
@@ -103,16 +106,17 @@ def test_a_spent_budget_stops_calls_before_they_are_sent(endpoint, tmp_path):
     ledger = Ledger(str(tmp_path), "run1", 0)
     request = StageRequest("selector", "selector", MESSAGES, SCHEMA, {"ids": []})
     ask_stage(request, settings, ledger, budget=Budget(tokens=10))
-    with pytest.raises(BudgetExhausted, match="token budget spent"):
-        ask_stage(request, settings, ledger, budget=Budget(tokens=10))
+    spent = ask_stage(request, settings, ledger, budget=Budget(tokens=10))
+    assert spent.budget_spent and spent.reply is None and not spent.failure.transient
+    assert spent.reason.startswith("budget: token budget spent")
     assert server.count() == 1 and len(LlmLedger(tmp_path).calls("run1")) == 1
 
 
-def test_a_refused_call_is_recorded_and_raised_without_retry(endpoint, tmp_path):
+def test_a_refused_call_is_recorded_and_comes_back_as_a_failure_not_to_retry(endpoint, tmp_path):
     _server, settings = endpoint([{"status": 404, "content": "no such model"}])
     request = StageRequest("selector", "selector", MESSAGES, SCHEMA, {"ids": []})
-    with pytest.raises(LlmCallFailed, match="http_404"):
-        ask_stage(request, settings, Ledger(str(tmp_path), "run1", 0))
+    refused = ask_stage(request, settings, Ledger(str(tmp_path), "run1", 0))
+    assert refused.reply is None and refused.failure.kind == "http_404" and not refused.failure.transient
     assert list(LlmLedger(tmp_path).calls("run1")["outcome"]) == ["http_404"]
 
 

@@ -82,9 +82,8 @@ def _messages(stage: str) -> list[dict]:
         feedback = [
             writer.Feedback(1, "compile_error", "error: identifier COMPILE-LOG is undefined", "// FAILED-SOURCE")
         ]
-        return writer.build_request(
-            PROBLEM, "cuda", "cuda", base, reference, PLAN, knowledge, feedback, experiments, slot="plan-0/attempt-2"
-        ).messages
+        bench = writer.Workbench(PROBLEM, "cuda", "cuda", base, reference, knowledge)
+        return writer.build_request(bench, PLAN, feedback, experiments, slot="plan-0/attempt-2").messages
     rows = [
         {
             "candidate_id": "dddddddddddddddd",

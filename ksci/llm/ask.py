@@ -1,70 +1,35 @@
 """One recorded, budgeted LLM call of a stage: check the budget, send, record the request, read the answer.
 
-`ask_stage` is what the Prefect task `tasks.llm.ask_llm` runs. Its outcomes:
-- an Answer with the stage's parsed value, or with `problem` saying why the answer is unusable (no code block,
-  malformed JSON, truncated); such an answer costs only its own candidate;
-- TransientLlmError (429, 5xx, timeout, connection), which Prefect retries with backoff;
-- LlmCallFailed (a 4xx other than 429, an unreadable reply, or the run's budget spent), which is not retried.
+`ask_stage` is what the Prefect task `tasks.llm.ask_llm` runs. It always returns an Answer (ksci.llm.request):
+- with the stage's parsed value;
+- with a reply and a failure of kind unusable or truncated (no code block, malformed JSON, cut at max_tokens): such
+  an answer costs only its own candidate, and the writer is asked to repair it;
+- without a reply, with the call's failure: transient (429, 5xx, timeout, connection; tasks/llm.py has Prefect
+  retry those), or not (a 4xx other than 429, an unreadable reply, the run's budget spent).
 Every request sent, whatever its outcome, becomes one row of the run's llm_calls table (ksci.llm.ledger).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-from ksci.llm.client import LlmFailure, LlmReply, TransientLlmError, chat
+from ksci.errors import BUDGET, TRUNCATED, UNUSABLE, Failure
+from ksci.llm import designer, findings, selector, writer
+from ksci.llm.client import chat
 from ksci.llm.config import Budget, Price, StageSettings
 from ksci.llm.ledger import LlmCall, LlmLedger
-
-
-class LlmCallFailed(RuntimeError):
-    """A call that asking again will not fix: the stage's candidates fail, the run goes on (or stops cleanly)."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(f"{kind}: {message}")
-        self.kind = kind
-
-
-class BudgetExhausted(LlmCallFailed):
-    """The run's token or money budget is spent: no further calls."""
-
-
-@dataclass(frozen=True)
-class StageRequest:
-    """A stage's rendered prompt, its JSON schema (structured stages), and what its parser needs."""
-
-    stage: str
-    slot: str
-    messages: list[dict]
-    schema: dict | None = None
-    context: dict = field(default_factory=dict)
-
-    def digest(self, model: str) -> str:
-        text = json.dumps({"model": model, "messages": self.messages, "schema": self.schema}, sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class Answer:
-    reply: LlmReply
-    value: object | None  # the stage's typed result; None when unusable
-    problem: str | None = None  # why the answer is unusable
-
-
-@dataclass(frozen=True)
-class Ledger:
-    """Where a call is recorded: the store root, run and generation."""
-
-    root: str
-    run: str
-    generation: int
-
+from ksci.llm.request import Answer, Ledger, StageRequest, failed_call
 
 NO_BUDGET = Budget()
 Parser = Callable[[str, dict], tuple[object | None, str | None]]
+PARSERS: dict[str, Parser] = {
+    "selector": selector.parse_answer,
+    "designer": designer.parse_answer,
+    "writer": writer.parse_answer,
+    "findings": findings.parse_answer,
+}
+
+__all__ = ["Answer", "Ledger", "StageRequest", "ask_stage", "parser_of"]
 
 
 def ask_stage(
@@ -86,19 +51,15 @@ def ask_stage(
     )
     spent = budget.exceeded(*store.spent(ledger.run))
     if spent:
-        raise BudgetExhausted("budget", spent)  # nothing was sent, so nothing is recorded
-    try:
-        reply = chat(settings, request.messages, request.schema, price)
-    except TransientLlmError as exc:
-        store.record(_with(call, outcome=exc.kind, detail=str(exc)[:500]))
-        raise
-    if isinstance(reply, LlmFailure):
+        return failed_call(Failure(BUDGET, spent))  # nothing was sent, so nothing is recorded
+    reply = chat(settings, request.messages, request.schema, price)
+    if isinstance(reply, Failure):
         store.record(_with(call, outcome=reply.kind, detail=reply.message[:500]))
-        raise LlmCallFailed(reply.kind, reply.message)
+        return failed_call(reply)
     value, problem = parser_of(request.stage)(reply.text, request.context)
     if problem and reply.truncated:
         problem = f"truncated answer (finish_reason=length, {reply.completion_tokens} tokens): {problem}"
-    outcome = "ok" if problem is None else ("truncated" if reply.truncated else "unusable")
+    outcome = "ok" if problem is None else (TRUNCATED if reply.truncated else UNUSABLE)
     store.record(
         _with(
             call,
@@ -112,19 +73,11 @@ def ask_stage(
             detail=problem or "",
         )
     )
-    return Answer(reply, value, problem)
+    return Answer(reply, value, None if problem is None else Failure(outcome, problem))
 
 
 def parser_of(stage: str) -> Parser:
-    # Imported here: the stage modules import this one for StageRequest.
-    from ksci.llm import designer, findings, selector, writer
-
-    return {
-        "selector": selector.parse_answer,
-        "designer": designer.parse_answer,
-        "writer": writer.parse_answer,
-        "findings": findings.parse_answer,
-    }[stage]
+    return PARSERS[stage]
 
 
 def _with(call: LlmCall, **changes) -> LlmCall:

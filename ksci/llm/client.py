@@ -1,7 +1,8 @@
 """One function that sends chat messages to an OpenAI-compatible endpoint with the openai SDK.
 
-The SDK's own retries are off (max_retries=0): Prefect owns retries, and retries only TransientLlmError (429,
-5xx, timeouts, connection errors). Every other outcome is a value: an LlmReply, or an LlmFailure saying why.
+The SDK's own retries are off (max_retries=0): Prefect owns retries (tasks/llm.py), and retries only a transient
+failure (429, 5xx, timeouts, connection errors). Every outcome is a value: an LlmReply, or a ksci.errors.Failure
+saying why (`transient` tells whether asking again may help).
 Structured stages ask for `response_format={"type": "json_schema", ...}`; an endpoint that refuses it (a 400 that
 names response_format or json_schema, as older vLLM, Ollama or proxies answer) is asked again in plain text and
 the tolerant parser (ksci.llm.parse) reads the answer.
@@ -14,15 +15,8 @@ from dataclasses import dataclass
 
 import openai
 
+from ksci.errors import Failure
 from ksci.llm.config import Price, StageSettings, api_key
-
-
-class TransientLlmError(RuntimeError):
-    """The endpoint may answer if asked again later: rate limit, server error, timeout, lost connection."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(f"{kind}: {message}")
-        self.kind = kind
 
 
 @dataclass(frozen=True)
@@ -41,18 +35,10 @@ class LlmReply:
         return self.finish_reason == "length"
 
 
-@dataclass(frozen=True)
-class LlmFailure:
-    """A call that got no usable reply and will not get one by asking again (bad request, auth, budget)."""
-
-    kind: str
-    message: str
-
-
 def chat(
     settings: StageSettings, messages: list[dict], schema: dict | None = None, price: Price | None = None
-) -> LlmReply | LlmFailure:
-    """Send `messages`; with `schema`, ask for JSON that follows it. Raises TransientLlmError only."""
+) -> LlmReply | Failure:
+    """Send `messages`; with `schema`, ask for JSON that follows it. Raises nothing the SDK raises."""
     key = api_key(settings)
     client = openai.OpenAI(base_url=settings.base_url, api_key=key, max_retries=0, timeout=settings.timeout_s)
     use_schema = schema is not None and settings.structured_output
@@ -66,19 +52,15 @@ def chat(
             use_schema = False
             response = _create(client, settings, messages, None)
     except openai.APITimeoutError as exc:
-        raise TransientLlmError("timeout", _scrub(str(exc), key)) from None
+        return Failure("timeout", _scrub(str(exc), key), transient=True)
     except openai.APIConnectionError as exc:
-        raise TransientLlmError("connection", _scrub(str(exc), key)) from None
+        return Failure("connection", _scrub(str(exc), key), transient=True)
     except openai.RateLimitError as exc:
-        raise TransientLlmError("rate_limit", _scrub(str(exc), key)) from None
-    except openai.InternalServerError as exc:
-        raise TransientLlmError(f"http_{exc.status_code}", _scrub(str(exc), key)) from None
-    except openai.APIStatusError as exc:
-        if exc.status_code >= 500:
-            raise TransientLlmError(f"http_{exc.status_code}", _scrub(str(exc), key)) from None
-        return LlmFailure(f"http_{exc.status_code}", _scrub(str(exc), key))
+        return Failure("rate_limit", _scrub(str(exc), key), transient=True)
+    except openai.APIStatusError as exc:  # 5xx (InternalServerError among them) may pass; 4xx will not
+        return Failure(f"http_{exc.status_code}", _scrub(str(exc), key), transient=exc.status_code >= 500)
     except openai.OpenAIError as exc:  # a reply the SDK could not read
-        return LlmFailure("bad_response", _scrub(str(exc), key))
+        return Failure("bad_response", _scrub(str(exc), key))
     return _reply(response, settings, price, time.monotonic() - started, use_schema)
 
 
@@ -100,7 +82,7 @@ def _create(client: openai.OpenAI, settings: StageSettings, messages: list[dict]
 
 def _reply(response, settings: StageSettings, price: Price | None, latency: float, structured: bool):
     if not response.choices:
-        return LlmFailure("bad_response", "the reply has no choices")
+        return Failure("bad_response", "the reply has no choices")
     choice = response.choices[0]
     usage = response.usage
     prompt_tokens = usage.prompt_tokens if usage else None

@@ -208,3 +208,16 @@ def api_key(settings: StageSettings) -> str:
     """The key, read from the environment at call time (never stored)."""
     key = os.environ.get(settings.api_key_env) if settings.api_key_env else None
     return key or NO_KEY
+
+
+def configured_llm(path: str | None) -> LlmConfig:
+    """The LLM configuration of this machine (a worker's, for a deployed run), or a clear error before anything
+    runs: the TOML file `path`, else KSCI_LLM_CONFIG or ./ksci.toml, and the KSCI_LLM_* / OPENAI_* variables."""
+    llm = load_config(path)
+    if not llm.configured:
+        raise LlmConfigError(
+            "the llm proposer needs an endpoint on this worker: set KSCI_LLM_BASE_URL (or OPENAI_BASE_URL) or "
+            "KSCI_LLM_API_KEY / OPENAI_API_KEY in the worker's environment, or pass llm_config (a ksci.toml path)"
+        )
+    llm.require_models()
+    return llm

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ksci.llm.ask import StageRequest
 from ksci.llm.knowledge import Knowledge
 from ksci.llm.parse import parse_structured
 from ksci.llm.prompts import render_messages, stage_marker
+from ksci.llm.request import StageRequest
 from ksci.problem.spec import Problem
 
 AVENUES, PLANS, KEPT = 10, 5, 3

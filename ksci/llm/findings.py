@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ksci.llm.ask import StageRequest
 from ksci.llm.ledger import Finding
 from ksci.llm.parse import parse_structured
 from ksci.llm.prompts import render_messages, stage_marker
+from ksci.llm.request import StageRequest
 from ksci.problem.spec import Problem
 
 MAX_FINDINGS = 8

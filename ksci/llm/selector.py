@@ -14,9 +14,9 @@ from collections.abc import Callable
 import pandas as pd
 
 from ksci.evaluate.results import Status
-from ksci.llm.ask import Answer, StageRequest
 from ksci.llm.parse import parse_structured
 from ksci.llm.prompts import render_messages, stage_marker
+from ksci.llm.request import Answer, StageRequest
 from ksci.problem.spec import Problem, shape_key
 from ksci.proposers.select import Selection, Strategy, competitors, select_parents
 
@@ -96,17 +96,15 @@ def _resolve(given: str, ids: list[str]) -> str | None:
     return matches[0] if len(matches) == 1 else None
 
 
-def choose(
-    answer: Answer | None, population: pd.DataFrame, fallback: str, seed: int, why: str = ""
-) -> Selection | None:
+def choose(answer: Answer, population: pd.DataFrame, fallback: str, seed: int) -> Selection | None:
     """The LLM's selection, else the fallback rule's best (None when nothing in the population is timed)."""
-    if answer is not None and answer.value is not None:
+    if answer.value is not None:
         return answer.value
     ruled = select_parents(fallback, population, 1, seed)
     if not ruled:
         return None
-    reason = why or (answer.problem if answer is not None else "no answer")
     first = ruled[0]
+    reason = answer.reason or "no answer"
     return Selection(first.base_id, first.reference_id, f"LLM selector unusable ({reason}); {fallback}: {first.reason}")
 
 
@@ -119,11 +117,7 @@ def llm_strategy(
         if count <= 0 or competitors(population).empty:
             return []
         seed = rng.randrange(2**31)
-        try:
-            answer, why = ask(build_request(population, problem, target)), ""
-        except Exception as exc:  # a dead endpoint or a spent budget: the rule decides
-            answer, why = None, f"call failed: {exc}"
-        first = choose(answer, population, fallback, seed, why)
+        first = choose(ask(build_request(population, problem, target)), population, fallback, seed)
         rest = [s for s in select_parents(fallback, population, count, seed) if s.base_id != first.base_id]
         return [first, *rest][:count]
 

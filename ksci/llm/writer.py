@@ -12,11 +12,11 @@ from dataclasses import dataclass
 import jinja2
 
 from ksci import PROJECT_ROOT
-from ksci.llm.ask import StageRequest
 from ksci.llm.designer import Experiment, Plan
 from ksci.llm.knowledge import Knowledge
 from ksci.llm.parse import apply_edits, extract_code, parse_edits
 from ksci.llm.prompts import render_messages, stage_marker
+from ksci.llm.request import StageRequest
 from ksci.problem.spec import Problem, has_entry_point
 
 WRITER_TEMPLATES = PROJECT_ROOT / "templates" / "writer"
@@ -75,19 +75,25 @@ def entry_contract(problem: Problem, target: str) -> dict:
     }
 
 
+@dataclass(frozen=True)
+class Workbench:
+    """What every write of one generation shares: the problem and target, the Base and Reference kernels ({"id",
+    "source", "geomean", "hypothesis", ...}; None when writing from the reference implementation), the knowledge,
+    and the prompt folder."""
+
+    problem: Problem
+    target: str
+    dialect: str
+    base: dict | None
+    reference: dict | None
+    knowledge: Knowledge
+    prompts_dir: str | None = None
+
+
 def build_request(
-    problem: Problem,
-    target: str,
-    dialect: str,
-    base: dict | None,
-    reference: dict | None,
-    plan: Plan,
-    knowledge: Knowledge,
-    feedback: list[Feedback],
-    past_failures: list[Experiment],
-    slot: str,
-    prompts_dir=None,
+    bench: Workbench, plan: Plan, feedback: list[Feedback], past_failures: list[Experiment], slot: str
 ) -> StageRequest:
+    problem, target, dialect, base = bench.problem, bench.target, bench.dialect, bench.base
     values = {
         "marker": stage_marker("writer"),
         "problem": problem,
@@ -95,15 +101,15 @@ def build_request(
         "dialect": dialect,
         "language": "HIP C++" if dialect == "hip" else "CUDA C++",
         "base": base,
-        "reference": reference,
+        "reference": bench.reference,
         "plan": plan,
-        "knowledge": knowledge,
+        "knowledge": bench.knowledge,
         "reference_implementation": problem.reference_text(),
         "contract": entry_contract(problem, target),
         "feedback": [_trimmed(f) for f in feedback],
         "past_failures": past_failures,
     }
-    messages = render_messages("writer", values, prompts_dir)
+    messages = render_messages("writer", values, bench.prompts_dir)
     context = {"base_source": base["source"] if base else "", "entry_name": problem.entry_name}
     return StageRequest("writer", slot, messages, None, context)
 

@@ -8,7 +8,8 @@ random start-up points, which TPE draws anyway until a family has results), so t
 candidates are not timed on one GPU while the others wait. The generations it overlaps hand it their proposals
 through a board, so that it never proposes a point they are already evaluating; the proposals, and with them every
 cache key, stay a deterministic function of the generations before, so a rerun replays from Prefect's cache as
-without overlap.
+without overlap. The evolve flow opens a run's board (open_board) and runs the generations in threads of its
+process; the tuning proposer (ksci.proposers.tuning_proposer) reads and posts; which run may overlap: ksci.run.
 """
 
 from __future__ import annotations
@@ -17,16 +18,6 @@ import threading
 from contextlib import contextmanager
 
 from ksci.proposers.tuning import Proposal
-
-OVERLAP_RULE = (
-    "0 or more, and 0 with the llm proposer (an LLM generation learns from the results and findings of the one "
-    "just before it)"
-)
-
-
-def overlap_allowed(overlap: int, proposer: str) -> bool:
-    """Whether an evolve run may use this overlap (OVERLAP_RULE says the rule to the user)."""
-    return overlap >= 0 and not (overlap and proposer == "llm")
 
 
 def horizon(generation: int, overlap: int) -> int:
@@ -90,3 +81,17 @@ def board_of(store_root: str, run: str) -> ProposalBoard:
             "flow (ksci evolve --overlap), which runs the generations side by side"
         )
     return board
+
+
+def in_flight(store_root: str, run: str, generation: int, overlap: int) -> list[Proposal]:
+    """The proposals of the generations that `generation` overlaps, waiting until each has posted them (none
+    without overlap)."""
+    if not overlap:
+        return []
+    board = board_of(store_root, run)
+    return [p for earlier in range(horizon(generation, overlap), generation) for p in board.proposals(earlier)]
+
+
+def post(store_root: str, run: str, generation: int, proposals: list[Proposal] | BaseException) -> None:
+    """Hand this generation's proposals (or the error that stopped it before it had any) to the ones after it."""
+    board_of(store_root, run).post(generation, proposals)
