@@ -6,12 +6,11 @@ The GPU faults (illegal address, out of memory, hang) are in tests/test_adversar
 
 from __future__ import annotations
 
-import json
+import fcntl
 import os
 import re
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -24,6 +23,7 @@ import pytest
 from support.fp8_gemm_script import demo_config_toml, steady_script
 from support.scripted_llm_server import ScriptedLlmServer
 
+from ksci.devices import LOCK_DIR_ENV
 from ksci.evaluate.results import Status, Verdict
 from ksci.lineage.store import LineageStore
 from ksci.llm.ledger import LlmLedger
@@ -33,21 +33,16 @@ EVOLVE = [sys.executable, "-m", "ksci.cli", "evolve", "--problem", "fp8_gemm", "
 
 
 def _rows(count: int, generation: int = 0):
-    from ksci.lineage.store import candidate_from_verdict
+    from ksci.lineage.store import CandidateMeta, candidate_from_verdict
 
     return [
         candidate_from_verdict(
             Verdict(Status.OK, "fp8_gemm", "cuda", geomean_us=100.0 + i),
-            run="full",
-            generation=generation,
-            source_path=f"sources/00/{i:016x}.cu",
-            candidate_id=f"{generation:08x}{i:08x}",
-            parent_id=None,
-            reference_id=None,
-            proposer="seed",
-            hypothesis="h",
-            template="naive",
-            params={"i": i},
+            CandidateMeta(
+                run="full", generation=generation, proposer="seed", hypothesis="h", template="naive", params={"i": i}
+            ),
+            f"sources/00/{i:016x}.cu",
+            f"{generation:08x}{i:08x}",
         )
         for i in range(count)
     ]
@@ -59,7 +54,7 @@ def test_a_full_disk_leaves_the_store_readable_and_complete(tmp_path):
     assert store.append(_rows(3)) == 3
     script = textwrap.dedent(f"""
         import resource, sys
-        sys.path.insert(0, {str(ROOT)!r})
+        sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / "tests")!r}]  # tests/support, which test_faults imports
         from tests.test_faults import _rows
         from ksci.lineage.store import LineageStore
         resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))  # smaller than any Parquet part file
@@ -83,26 +78,26 @@ def test_a_full_disk_leaves_the_store_readable_and_complete(tmp_path):
 @pytest.mark.slow
 def test_kill_9_mid_generation_loses_nothing_recorded_and_a_rerun_completes(tmp_path):
     """SIGKILL to the whole process group of `ksci evolve` once generation 1 has rows and a candidate holds a GPU
-    slot; then the same command again. The slot stays taken in Prefect's database after the kill; the rerun must
-    find its lease (on disk under PREFECT_HOME) expired and release it (tasks/gpu.py), or it would wait for a free
-    GPU for ever (it did, before that: the embedded API runs no repossessor service)."""
-    store_root = tmp_path / "store"
+    (its lock file locked: ksci.devices); then the same command again. The OS frees the killed holder's GPU lock,
+    so the rerun finds the GPU free at once (with Prefect's concurrency slots, it had to wait for the slot's lease
+    to expire and release it)."""
+    store_root, locks = tmp_path / "store", tmp_path / "locks"
     command = EVOLVE + ["--generations", "6", "--run", "killed", "--store", str(store_root), "--simulate"]
-    env = dict(os.environ, PREFECT_HOME=str(tmp_path / "prefect"), PYTHONPATH=str(ROOT))
-    env["KSCI_SIMULATE_HOLD_S"] = "0.5"  # each simulated run holds its GPU slot 0.5 s: long enough to be caught
+    env = dict(os.environ, PREFECT_HOME=str(tmp_path / "prefect"), PYTHONPATH=str(ROOT), **{LOCK_DIR_ENV: str(locks)})
+    env["KSCI_SIMULATE_HOLD_S"] = "0.5"  # each simulated run holds its GPU 0.5 s: long enough to be caught
     env.pop("PREFECT_API_URL", None)
     log = open(tmp_path / "first.log", "w")  # noqa: SIM115 - handed to the child, closed below
     first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     store = LineageStore(store_root)
-    deadline = time.monotonic() + 600
+    deadline, held_at_kill = time.monotonic() + 600, []
     try:
         while first.poll() is None and time.monotonic() < deadline:
             rows = store.read("killed")
             if not rows.empty and (rows["generation"] >= 1).any():
-                # Frozen (its embedded API too: same process group), so that no slot is freed between look and kill.
+                # Frozen (its embedded API too: same process group), so that no GPU is freed between look and kill.
                 os.killpg(first.pid, signal.SIGSTOP)
-                # Prefect's API counts the slot, then writes its lease; not between the two (docs/threat-model.md).
-                if _gpu_slots_taken(tmp_path / "prefect") and _leases(tmp_path / "prefect")[0]:
+                held_at_kill = _gpu_locks_held(locks)
+                if held_at_kill:
                     os.killpg(first.pid, signal.SIGKILL)
                     break
                 os.killpg(first.pid, signal.SIGCONT)
@@ -113,14 +108,15 @@ def test_kill_9_mid_generation_loses_nothing_recorded_and_a_rerun_completes(tmp_
         first.wait()
         log.close()
     assert first.returncode == -signal.SIGKILL, (tmp_path / "first.log").read_text()[-3000:]
-    assert _gpu_slots_taken(tmp_path / "prefect"), "the kill should land while a GPU slot is held"
+    assert held_at_kill, "the kill should land while a GPU is held"
+    assert not _gpu_locks_held(locks), "the OS should have freed the killed holder's GPU"
     before = store.read("killed")  # readable: every published part file is whole
     assert before["candidate_id"].is_unique and before["generation"].max() < 6
     hidden = [p for p in (store_root / "killed" / "candidates").iterdir() if p.name.startswith(".")]
     # A temp file of an append cut short may stay behind, hidden; readers never list it.
     assert all(p.name.endswith(".tmp") for p in hidden)
 
-    again = _run_logged(command, env, tmp_path / "again.log", 420, tmp_path / "prefect")
+    again = _run_logged(command, env, tmp_path / "again.log", 420, locks)
     assert again.returncode == 0, (tmp_path / "again.log").read_text()[-3000:]
     after = store.read("killed")
     assert set(after["generation"]) == set(range(6)) and after.groupby("generation").size().min() >= 3
@@ -173,19 +169,19 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _gpu_slots_taken(prefect_home: Path) -> int:
-    """Slots taken now on the ksci GPU limits, read (read-only) from the SQLite database of the API whose
-    PREFECT_HOME this is: the embedded API of the process under test (no server to ask once that is killed), or
-    a Prefect server's (frozen with SIGSTOP, so that nothing changes between the look and the kill)."""
-    database = prefect_home / "prefect.db"
-    if not database.exists():
-        return 0
-    try:
-        with closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=1)) as db:
-            rows = db.execute("SELECT active_slots FROM concurrency_limit_v2 WHERE name LIKE 'ksci-gpu-%'")
-            return sum(r[0] for r in rows)
-    except sqlite3.Error:  # not created yet, or locked by a writer this instant
-        return 0
+def _gpu_locks_held(locks: Path) -> list[str]:
+    """The GPU lock files in `locks` (ksci.devices) that some process holds now: each is tried without waiting
+    and, if that succeeds, let go at once (a frozen or dead process cannot be taking it meanwhile)."""
+    held = []
+    for path in sorted(locks.glob("*.lock")):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            held.append(path.name)
+        finally:
+            os.close(fd)
+    return held
 
 
 @pytest.mark.slow
@@ -257,82 +253,40 @@ def test_llm_endpoint_down_mid_generation_stops_the_run_cleanly_and_a_rerun_comp
 
 
 @pytest.mark.slow
-def test_an_expired_lease_missing_from_prefects_index_is_released_too(tmp_path):
-    """Prefect's API writes a new lease's file, then its entry in the index of expirations; a kill between the two
-    (scripts/lease_windows.py catches one) left a slot that Prefect's read_expired_lease_ids never reports. The
-    embedded API's slots are released by ksci (tasks/gpu.py), which reads the lease files instead of the index."""
-    script = textwrap.dedent("""
-        import json
-        from datetime import UTC, datetime, timedelta
-        from ksci.embedded import configure_prefect
-        configure_prefect()
-        from prefect.client.orchestration import get_client
-        from prefect.server.concurrency.lease_storage.filesystem import ConcurrencyLeaseStorage
-        from prefect.utilities.asyncutils import run_coro_as_sync
-        from tasks.gpu import ensure_gpu_limit, gpu_limit_name, repossess_expired_leases
-        name = gpu_limit_name("orphan")
-        ensure_gpu_limit("orphan")
-        with get_client(sync_client=True) as client:
-            response = client.increment_concurrency_slots_with_lease([name], 1, "concurrency", lease_duration=60)
-            lease_id = response.json()["lease_id"]
-        storage = ConcurrencyLeaseStorage()
-        # What the kill leaves once the lease has run out: its file, with a past expiration, and no index entry.
-        lease_file = storage.storage_path / f"{lease_id}.json"
-        lease = json.loads(lease_file.read_text())
-        lease["expiration"] = (datetime.now(UTC) - timedelta(seconds=1)).isoformat()
-        lease_file.write_text(json.dumps(lease))
-        (storage.storage_path / "expirations.json").write_text("{}")
-        print("prefect's expired:", run_coro_as_sync(storage.read_expired_lease_ids()))
-        print("released:", repossess_expired_leases())
-        with get_client(sync_client=True) as client:
-            print("slots taken:", client.read_global_concurrency_limit_by_name(name).active_slots)
-        print("lease file left:", lease_file.exists())
-    """)
-    env = dict(os.environ, PREFECT_HOME=str(tmp_path / "prefect"), PYTHONPATH=str(ROOT))
-    env.pop("PREFECT_API_URL", None)
-    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    lines = out.stdout.splitlines()
-    assert "prefect's expired: []" in lines  # why ksci reads the files too
-    assert "released: 1" in lines and "slots taken: 0" in lines and "lease file left: False" in lines, out.stdout
-
-
-@pytest.mark.slow
 def test_prefect_server_killed_mid_run_ends_the_run_and_a_rerun_completes(tmp_path):
     """`ksci evolve --simulate` against a real Prefect server on loopback; SIGKILL to the server once generation 1
-    has rows and a candidate holds a GPU slot. The flow must end by itself: each API call gives up after Prefect's
-    client retries (PREFECT_CLIENT_MAX_RETRIES, lowered here so that the test is quick), and a candidate that was
-    already waiting for a GPU slot gives up once the API has not answered for tasks.gpu.API_GRACE_S (whether one
-    was, depends on the moment; the next test makes sure of it). Then the server is started again on the same port and database; the slot held at the kill is
-    still taken there, and its lease, kept on disk (prefect.toml: lease_storage), lets the server's repossessor
-    free it about a minute after the kill (with leases in memory, Prefect's default, the rerun waited for ever)."""
-    port, home = _free_port(), tmp_path / "server"
+    has rows and a candidate holds a GPU. The flow must end by itself: each API call gives up after Prefect's
+    client retries (PREFECT_CLIENT_MAX_RETRIES, lowered here so that the test is quick); the GPUs are no business
+    of the server's (ksci.devices: lock files), so a candidate waiting for one waits only for the candidate ahead,
+    which lets its GPU go whether the API answers or not. Then the server is started again on the same port and
+    database, and the same command completes the run."""
+    port, home, locks = _free_port(), tmp_path / "server", tmp_path / "locks"
     api = f"http://127.0.0.1:{port}/api"
     server = _start_prefect_server(port, home, tmp_path / "server-1.log")
     command = EVOLVE + ["--generations", "3", "--run", "restarted", "--store", str(tmp_path / "store"), "--simulate"]
     env = dict(os.environ, PREFECT_API_URL=api, PREFECT_HOME=str(tmp_path / "client"), PYTHONPATH=str(ROOT))
     env["PREFECT_CLIENT_MAX_RETRIES"] = "2"  # Prefect's default, 5, spends about a minute on each call
-    # Each simulated run holds its GPU slot 0.5 s, as a real one does for seconds: a slot held for milliseconds
-    # (a hand-off that no 503 delays) was often not caught before the run ended.
-    env["KSCI_SIMULATE_HOLD_S"] = "0.5"
+    # Each simulated run holds its GPU 0.5 s, as a real one does for seconds: a GPU held for milliseconds was
+    # often not caught before the run ended.
+    env.update(KSCI_SIMULATE_HOLD_S="0.5", **{LOCK_DIR_ENV: str(locks)})
     store = LineageStore(tmp_path / "store")
     log = open(tmp_path / "first.log", "w")  # noqa: SIM115 - handed to the child, closed below
     first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    held_at_kill = []
     try:
         deadline = time.monotonic() + 300
         while first.poll() is None and time.monotonic() < deadline:
             rows = store.read("restarted")
             if not rows.empty and (rows["generation"] >= 1).any():
-                os.killpg(server.pid, signal.SIGSTOP)  # frozen, so what its database says is what the kill leaves
-                held, indexed = _leases(home)
-                # Prefect's API counts the slot, writes its lease, then indexes it, and its repossessor reads the
-                # index alone: a kill between those steps leaves a slot that it never frees (docs/threat-model.md).
-                if _gpu_slots_taken(home) and held and held <= indexed:
+                os.killpg(first.pid, signal.SIGSTOP)  # frozen, so that the GPU seen held is held at the kill
+                held_at_kill = _gpu_locks_held(locks)
+                if held_at_kill:
                     break
-                os.killpg(server.pid, signal.SIGCONT)
+                os.killpg(first.pid, signal.SIGCONT)
             time.sleep(0.1)
-        assert _gpu_slots_taken(home) == 1, "the kill should land while a candidate holds the GPU slot"
+        assert held_at_kill, "the kill should land while a candidate holds the GPU"
         _stop(server, signal.SIGKILL)
+        os.killpg(first.pid, signal.SIGCONT)
         _must_end(first, 240, "ksci evolve still runs 4 minutes after its Prefect server died")
     finally:
         _stop(server, signal.SIGKILL)
@@ -344,15 +298,11 @@ def test_prefect_server_killed_mid_run_ends_the_run_and_a_rerun_completes(tmp_pa
     assert "in cmd_evolve" not in out  # no traceback out of the CLI (Prefect's own log has the details)
     before = store.read("restarted")  # readable, every row whole and once
     assert before["candidate_id"].is_unique and 1 <= before["generation"].max() <= 2
-    # The dead server's database still counts the killed holder's slot; its lease is on disk for the restart.
-    held, indexed = _leases(home)
-    assert _gpu_slots_taken(home) == 1 and len(held) == 1 and held <= indexed, (held, indexed)
 
     server = _start_prefect_server(port, home, tmp_path / "server-2.log")
     try:
-        again = _run_logged(command, env, tmp_path / "again.log", 300, home)
+        again = _run_logged(command, env, tmp_path / "again.log", 300, locks)
         assert again.returncode == 0, (tmp_path / "again.log").read_text()[-3000:]
-        assert _slots_taken(api) == 0
     finally:
         _stop(server, signal.SIGTERM)
     after = store.read("restarted")
@@ -360,50 +310,6 @@ def test_prefect_server_killed_mid_run_ends_the_run_and_a_rerun_completes(tmp_pa
     assert not after.duplicated(subset=["run", "candidate_id", "generation"]).any()
     kept = before.set_index(["candidate_id", "generation"])["created_at"]
     assert (after.set_index(["candidate_id", "generation"]).loc[kept.index, "created_at"] == kept).all()
-
-
-@pytest.mark.slow
-def test_a_wait_for_a_gpu_slot_ends_when_the_prefect_server_dies(tmp_path):
-    """A dead API looks like a busy GPU to Prefect (the slot acquisition times out either way), so a candidate that
-    was waiting for a slot when the server died waited for ever. Here a process holds the only slot of a limit
-    and waits for a second one (as a candidate waits behind another run's); once the server is killed, the wait
-    must end with PrefectApiUnreachable."""
-    port = _free_port()
-    server = _start_prefect_server(port, tmp_path / "server", tmp_path / "server.log")
-    env = dict(os.environ, PREFECT_API_URL=f"http://127.0.0.1:{port}/api", PREFECT_HOME=str(tmp_path / "client"))
-    env.update(PYTHONPATH=str(ROOT), PREFECT_CLIENT_MAX_RETRIES="2")
-    script = textwrap.dedent("""
-        import os
-        from tasks.gpu import any_free_gpu, ensure_gpu_limit
-        ensure_gpu_limit("fault-test")
-        with any_free_gpu(["fault-test"]):
-            print("holding the slot", flush=True)
-            try:
-                with any_free_gpu(["fault-test"]):
-                    print("a second slot of a limit of one", flush=True)
-            except Exception as exc:
-                print(f"{type(exc).__name__}: {exc}", flush=True)
-                os._exit(17)  # not through the outer slot's release, which cannot reach the API either
-    """)
-    log = open(tmp_path / "waiter.log", "w")  # noqa: SIM115 - handed to the child, closed below
-    waiter = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 120
-        while "holding" not in (tmp_path / "waiter.log").read_text() and time.monotonic() < deadline:
-            assert waiter.poll() is None, (tmp_path / "waiter.log").read_text()[-3000:]
-            time.sleep(0.2)
-        time.sleep(3)  # well inside the wait for the second slot
-        _stop(server, signal.SIGKILL)
-        _must_end(waiter, 180, "the wait for a GPU slot goes on 3 minutes after the Prefect server died")
-    finally:
-        _stop(server, signal.SIGKILL)
-        if waiter.poll() is None:
-            waiter.kill()
-            waiter.wait()
-        log.close()
-    out = (tmp_path / "waiter.log").read_text()
-    assert waiter.returncode == 17, out[-3000:]
-    assert "PrefectApiUnreachable: waited for a GPU slot, but the Prefect API" in out and "has not answered" in out
 
 
 def _start_prefect_server(port: int, home: Path, log_path: Path) -> subprocess.Popen:
@@ -430,10 +336,10 @@ def _start_prefect_server(port: int, home: Path, log_path: Path) -> subprocess.P
 
 
 def _run_logged(
-    command: list[str], env: dict, log_path: Path, timeout_s: float, prefect_home: Path
+    command: list[str], env: dict, log_path: Path, timeout_s: float, locks: Path
 ) -> subprocess.CompletedProcess:
     """Run to the end with its output in `log_path`; past `timeout_s`, fail the test with the output's tail and
-    the slot leases of the API whose home this is, instead of a TimeoutExpired that shows neither."""
+    the GPU locks held in `locks`, instead of a TimeoutExpired that shows neither."""
     with open(log_path, "w") as log:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         try:
@@ -441,8 +347,8 @@ def _run_logged(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-            leases = _leases(prefect_home)
-            pytest.fail(f"still running after {timeout_s} s; leases {leases}:\n{log_path.read_text()[-3000:]}")
+            held = _gpu_locks_held(locks)
+            pytest.fail(f"still running after {timeout_s} s; GPU locks held {held}:\n{log_path.read_text()[-3000:]}")
     return subprocess.CompletedProcess(command, process.returncode)
 
 
@@ -454,35 +360,11 @@ def _must_end(process: subprocess.Popen, within_s: float, failure: str) -> None:
         pytest.fail(failure)
 
 
-def _leases(prefect_home: Path) -> tuple[set[str], set[str]]:
-    """The slot leases on disk under PREFECT_HOME (prefect.toml: lease_storage): the ids of the lease files that
-    hold slots, and the ids in Prefect's index of expirations (which its repossessor reads)."""
-    folder = prefect_home / "concurrency_leases"
-    held = set()
-    for path in folder.glob("*-*.json"):  # lease files are named by their UUID; the index is expirations.json
-        try:
-            if json.loads(path.read_text())["resource_ids"]:
-                held.add(path.stem)
-        except (OSError, ValueError):
-            continue  # revoked since the glob
-    index = folder / "expirations.json"
-    return held, set(json.loads(index.read_text())) if index.exists() else set()
-
-
 def _stop(process: subprocess.Popen, sig: signal.Signals) -> None:
     """Signal the process group of a process started with start_new_session, then reap it."""
     if process.poll() is None:
         os.killpg(process.pid, sig)
     process.wait(timeout=60)
-
-
-def _slots_taken(api: str) -> int:
-    """Slots taken now on the ksci GPU limits, as the Prefect server says (0 when it does not answer)."""
-    try:
-        limits = httpx.post(f"{api}/v2/concurrency_limits/filter", json={}, timeout=5).json()
-    except httpx.HTTPError:
-        return 0
-    return sum(limit["active_slots"] for limit in limits if limit["name"].startswith("ksci-gpu-"))
 
 
 def _free_port() -> int:
