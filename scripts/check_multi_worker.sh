@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Several workers on one work pool, several evolutions at once, one shared lineage store: the set-up of
 # docs/deployment.md (one worker per GPU host) squeezed onto one machine over loopback, with the GPU simulator.
-# Starts a Prefect server, deploys prefect.yaml, creates the limits of GPUs 0 and 1 as the guide does, starts
-# WORKERS workers (`--limit 3`: an evolution holds one of its worker's slots while its generations, flow runs of
-# their own, run on any worker, so the slots must outnumber the evolutions: 9 for 6), triggers RUNS runs of
+# Starts a Prefect server, deploys prefect.yaml, starts WORKERS workers that share one folder of GPU lock files
+# as a host's workers do (`--limit 3`: an evolution holds one of its worker's slots while its generations, flow
+# runs of their own, run on any worker, so the slots must outnumber the evolutions: 9 for 6), triggers RUNS runs of
 # evolve/simulated at once (each its own `run`, all the same store_root, `gpus` 0 and 1) and waits for them,
 # at most KSCI_RUNS_TIMEOUT seconds (900 by default). Prints each flow run's final state and the worker that ran
 # it, then what the store holds: the rows of every part file and how many distinct (run, candidate_id,

@@ -6,6 +6,8 @@ BIN="${KSCI_BIN:-.venv/bin}"
 WORK="$(mktemp -d)"
 export PREFECT_HOME="$WORK/prefect" PREFECT_API_URL="http://127.0.0.1:$PORT/api" KSCI_PROJECT_DIR="$PWD"
 export PREFECT_SERVER_ANALYTICS_ENABLED=false DO_NOT_TRACK=1 PREFECT_RESULTS_PERSIST_BY_DEFAULT=true
+# GPU lock files (ksci/devices.py) of this check's own: its simulated GPUs "0", "1" are then not the host's.
+export KSCI_GPU_LOCK_DIR="$WORK/gpu-locks"
 SERVER=""
 WORKERS=()
 
