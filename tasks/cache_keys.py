@@ -101,7 +101,7 @@ def _problem_files_hash(problem: str, patterns: tuple[str, ...]) -> str:
     return hash_files(root, patterns) if root else "no such problem"
 
 
-@dataclass
+@dataclass  # pass names= by keyword: CachePolicy's own fields come first, a positional tuple is its key_storage
 class SetupFields(CachePolicy):
     """Keys a task on the named fields of its EvaluationSetup (`setup`), not on the rest: not on the GPU ids
     (which free GPU of the same host ran a candidate does not change its verdict) nor on the store."""
@@ -171,7 +171,9 @@ def _digest(*parts: str) -> str:
 # The inputs besides the setup, and of the setup what the step's result depends on (the backend, through
 # `simulate`; its identity comes with the code policies). The GPU ids are no part of a verdict: a rerun on other
 # GPUs of the same host reuses every verdict; the store is no part of any result.
-VERDICT_CACHE = INPUTS - "setup" + TASK_SOURCE + SetupFields(names=("problem", "target", "arch", "simulate")) + VerdictCode()
+VERDICT_CACHE = (
+    INPUTS - "setup" + TASK_SOURCE + SetupFields(names=("problem", "target", "arch", "simulate")) + VerdictCode()
+)
 COMPILE_CACHE = INPUTS - "setup" + TASK_SOURCE + SetupFields(names=("target", "arch", "simulate")) + CompileCode()
 HIPIFY_CACHE = INPUTS - "setup" + TASK_SOURCE + SetupFields(names=("problem", "target")) + HipifyCode()
 RENDER_CACHE = INPUTS + TASK_SOURCE + TemplateCode()

@@ -134,7 +134,7 @@ def test_the_backend_identity_names_the_simulators_recording_or_the_host():
 def test_the_verdict_key_leaves_out_the_gpus_and_the_store_but_not_the_backend():
     """A rerun on other GPUs of the host (or into another store) reuses a verdict; the simulator's does not."""
     setup = EvaluationSetup("fp8_gemm", "cuda", "store", simulate="/x/r.json")
-    fields = cache_keys.SetupFields(("problem", "target", "arch", "simulate"))
+    fields = cache_keys.SetupFields(names=("problem", "target", "arch", "simulate"))
 
     def key(**changes) -> str:
         return fields.compute_key(None, {"setup": replace(setup, **changes)}, {})

@@ -4,11 +4,12 @@ Run as `python -m ksci.evaluate.harness.child REQUEST.json --report-fd N`. It im
 then waits for the go-ahead on its stdin (ksci.evaluate.isolate.Child): one JSON line, {"env": {...}, "library": PATH} with
 the variable that shows it its GPU (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES), set before the GPU runtime starts,
 and the candidate's library (none: time the baselines only). The parent starts it before its GPU is free, maybe
-before it knows the candidate (ksci.evaluate.pipeline.SpareHarnesses), so that Python and torch start while another
-candidate holds the GPU. End of file without a go-ahead ends it (exit 5): its parent gave up. By hand:
+before it knows the candidate (ksci.evaluate.harness_process.SpareHarnesses), so that Python and torch start while
+another candidate holds the GPU. End of file without a go-ahead ends it (exit 5): its parent gave up. By hand:
 `echo '{}' | python -m ksci.evaluate.harness.child ...`.
 It reports JSON lines on fd N: started, loaded, check (one per input set), timing (one per benchmark shape), and a
-final result. A crash or hang simply ends the process; the parent (ksci.evaluate.pipeline) turns what it saw into a verdict.
+final result. A crash or hang simply ends the process; the parent (ksci.evaluate.classify) turns what it saw into a
+verdict.
 """
 
 from __future__ import annotations
