@@ -73,6 +73,8 @@ _CHANGED = threading.Condition()
 _changes = 0  # how many times _CHANGED was notified: a waiter that saw a change while it looked does not sleep
 _QUEUES: dict[tuple[str, ...], _Queue] = {}  # one per set of GPUs
 _HELD: set[str] = set()  # GPUs whose lock a candidate of this process holds (not tried again meanwhile)
+_RELEASES = itertools.count(1)
+_RELEASED: dict[str, int] = {}  # when this process last let each GPU go (a count): free GPUs are tried oldest first
 
 
 def _note_change() -> None:
@@ -110,6 +112,7 @@ def any_free_gpu(gpus: list[str], on_turn: Callable[[], None] | None = None) -> 
     finally:
         with _CHANGED:
             _HELD.discard(gpu)
+            _RELEASED[gpu] = next(_RELEASES)
             os.close(fd)  # closing the only descriptor of the lock's open file releases the lock
             _note_change()
 
@@ -135,8 +138,12 @@ def _wait_for_one(
 
 
 def _lock_one(gpus: list[str]) -> tuple[str, int] | None:
-    """The first GPU whose lock could be taken at once, with the descriptor that holds it; None if all are taken."""
-    for gpu in gpus:
+    """A GPU whose lock could be taken at once, with the descriptor that holds it; None if all are taken. Free GPUs
+    are tried in the order this process last let them go (never used first, then in the order given), so that
+    candidates spread over the free GPUs instead of all landing on the first one."""
+    with _CHANGED:
+        order = sorted(gpus, key=lambda gpu: _RELEASED.get(gpu, 0))
+    for gpu in order:
         with _CHANGED:
             if gpu in _HELD:
                 continue

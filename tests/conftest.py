@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 
 import pytest
+
+# A Prefect home of this test session's own (its database and the task results it persists), made before anything
+# imports prefect: a test's cache hits then come from this session alone. With the project's data/prefect, results
+# persisted by an earlier session (under other code, other timing) were replayed into this one's assertions.
+os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="ksci-tests-prefect-")
 
 from ksci.evaluate.pipeline import gpu_visible
 from ksci.evaluate.toolchain import ToolchainMissing, find_toolchain

@@ -248,3 +248,13 @@ def test_the_lock_folder_is_shared_by_all_users_and_any_gpu_id_names_a_lock_of_i
     with any_free_gpu(["../0"]) as gpu:
         assert gpu == "../0" and not (locks.parent / "0").exists()
     assert stat.S_IMODE(lock_path("../0").stat().st_mode) == 0o644  # others can open it to lock it
+
+
+def test_one_candidate_after_another_spreads_over_the_free_gpus(locks):
+    """With every GPU free, the one this process let go longest ago (or never used) is taken: candidates that
+    run one after another use all the GPUs, not only the first one named."""
+    taken = []
+    for _ in range(4):
+        with any_free_gpu(["spread-a", "spread-b"]) as gpu:
+            taken.append(gpu)
+    assert taken == ["spread-a", "spread-b", "spread-a", "spread-b"]
