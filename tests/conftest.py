@@ -13,8 +13,8 @@ import pytest
 # persisted by an earlier session (under other code, other timing) were replayed into this one's assertions.
 os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="ksci-tests-prefect-")
 
-from ksci.evaluate.pipeline import gpu_visible
-from ksci.evaluate.toolchain import ToolchainMissing, find_toolchain
+from ksci.evaluate.pipeline import gpu_visible  # noqa: E402
+from ksci.evaluate.toolchain import ToolchainMissing, find_toolchain  # noqa: E402
 
 # One line per HIP compile, printed at the end of the session (CI runs without -s): tests/test_hip_gfx942.py.
 HIP_COMPILE_LINES = pytest.StashKey[list[str]]()
