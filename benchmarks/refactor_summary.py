@@ -55,13 +55,17 @@ def main(out: Path) -> int:
     table = [
         line(f"tuning-{side}", rows_of(stores / side), times.get(f"tuning-{side}")) for side in ("before", "after")
     ]
-    table += [line(f"llm-{side}", rows_of(stores / f"{side}-llm"), times.get(f"llm-{side}")) for side in ("before", "after")]
+    table += [
+        line(f"llm-{side}", rows_of(stores / f"{side}-llm"), times.get(f"llm-{side}")) for side in ("before", "after")
+    ]
     continued = rows_of(stores / "continued")
     table.append(line("continued (before: gens 0-1, after: to 3)", continued, times.get("continued-after")))
     pd.set_option("display.width", 250, "display.max_colwidth", 80)
     print(pd.DataFrame(table).to_string(index=False))
     by_generation = continued.groupby("generation").size().to_dict() if len(continued) else {}
-    print(f"\ncontinued run: rows per generation {by_generation}; rows written twice: {continued.duplicated(KEY).sum()}")
+    print(
+        f"\ncontinued run: rows per generation {by_generation}; rows written twice: {continued.duplicated(KEY).sum()}"
+    )
     return 0
 
 
