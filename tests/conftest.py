@@ -12,6 +12,9 @@ import pytest
 # imports prefect: a test's cache hits then come from this session alone. With the project's data/prefect, results
 # persisted by an earlier session (under other code, other timing) were replayed into this one's assertions.
 os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="ksci-tests-prefect-")
+# GPU lock files of this session's own (ksci.devices): the test GPUs "0", "1" of parallel test sessions, or of a
+# real run on this host, are other GPUs than this session's.
+os.environ["KSCI_GPU_LOCK_DIR"] = tempfile.mkdtemp(prefix="ksci-tests-gpu-locks-")
 
 from ksci.evaluate.pipeline import gpu_visible  # noqa: E402
 from ksci.evaluate.toolchain import ToolchainMissing, find_toolchain  # noqa: E402
