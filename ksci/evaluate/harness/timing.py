@@ -1,7 +1,8 @@
 """Time device work with events: L2 flushed before every repetition, repeated until stable.
 
 Baselines are timed in batches over rotated input sets (time_calls); candidates one call at a time (CallTimer),
-each call on an input set of its own (ksci/evaluate/harness/child.py).
+each call on an input set of its own (ksci/evaluate/harness/child.py), what they measured gathered per shape
+(TimedCalls).
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from ksci.evaluate.protocol import summarise
+
+SAMPLES_KEPT = 1000  # call times sent with a shape's timing, in call order (ksci/evaluate/protocol.py judges them)
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,41 @@ class CallTimer:
             statistics.median(s.tail_us for s in samples),
             statistics.median(s.sync_us for s in samples),
         )
+
+
+@dataclass
+class TimedCalls:
+    """What one shape's timed calls measured, in call order: CallTimer's parts of each call, and the checks."""
+
+    kernel_us: list[float] = field(default_factory=list)
+    gap_us: list[float] = field(default_factory=list)
+    tail_us: list[float] = field(default_factory=list)
+    sync_us: list[float] = field(default_factory=list)
+    flush_us: list[float] = field(default_factory=list)
+    checked: int = 0
+    batches: int = 0
+
+    def add(self, call: CallSample) -> None:
+        self.kernel_us.append(call.kernel_us)
+        self.gap_us.append(call.gap_us)
+        self.tail_us.append(call.tail_us)
+        self.sync_us.append(call.sync_us)
+        self.flush_us.append(call.flush_us)
+
+    def integrity(self, idle: CallSample) -> dict:
+        """The timing message's integrity facts: medians beside the idle device's (ksci/evaluate/protocol.py)."""
+        return {
+            "calls": len(self.kernel_us),
+            "checked": self.checked,
+            "flush_us": statistics.median(self.flush_us),
+            "gap_us": statistics.median(self.gap_us),
+            "gap_idle_us": idle.gap_us,
+            "tail_us": statistics.median(self.tail_us),
+            "tail_idle_us": idle.tail_us,
+            "sync_us": statistics.median(self.sync_us),
+            "sync_idle_us": idle.sync_us,
+            "samples_us": [round(x, 3) for x in self.kernel_us[:SAMPLES_KEPT]],
+        }
 
 
 def precise(samples: list[float], target: float) -> bool:
