@@ -18,7 +18,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from ksci.evaluate.pipeline import EvaluationOptions, evaluate_source
+from ksci.evaluate.options import EvaluationOptions
+from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import Status
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, load_problem

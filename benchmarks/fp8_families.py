@@ -16,7 +16,8 @@ import argparse
 import json
 from pathlib import Path
 
-from ksci.evaluate.pipeline import EvaluationOptions, evaluate_source
+from ksci.evaluate.options import EvaluationOptions
+from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import geomean
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import load_problem, shape_key

@@ -15,16 +15,12 @@ import sys
 from pathlib import Path
 
 from ksci.evaluate.hipify import find_hipify, hipify_source
-from ksci.evaluate.pipeline import (
-    EnvironmentProblem,
-    EvaluationOptions,
-    evaluate_source,
-    gpu_visible,
-    measure_baselines,
-    visible_gpus,
-)
+from ksci.evaluate.options import EnvironmentProblem, EvaluationOptions
+from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import Status
+from ksci.evaluate.stages import measure_baselines
 from ksci.evaluate.toolchain import ToolchainMissing
+from ksci.evaluate.visibility import gpu_visible, visible_gpus
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import (
     DIALECT_OF_TARGET,

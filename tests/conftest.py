@@ -16,8 +16,8 @@ os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="ksci-tests-prefect-")
 # real run on this host, are other GPUs than this session's.
 os.environ["KSCI_GPU_LOCK_DIR"] = tempfile.mkdtemp(prefix="ksci-tests-gpu-locks-")
 
-from ksci.evaluate.pipeline import gpu_visible  # noqa: E402
 from ksci.evaluate.toolchain import ToolchainMissing, find_toolchain  # noqa: E402
+from ksci.evaluate.visibility import gpu_visible  # noqa: E402
 
 # One line per HIP compile, printed at the end of the session (CI runs without -s): tests/test_hip_gfx942.py.
 HIP_COMPILE_LINES = pytest.StashKey[list[str]]()

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from ksci.evaluate.compile import compile_source
-from ksci.evaluate.pipeline import EvaluationOptions, evaluate_source
+from ksci.evaluate.options import EvaluationOptions
+from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import Status
 from ksci.evaluate.stages import run_phases
 from ksci.evaluate.toolchain import default_arch, find_toolchain

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ksci import cli
-from ksci.evaluate.pipeline import gpu_visible
+from ksci.evaluate.visibility import gpu_visible
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKES = Path(__file__).resolve().parent / "fakes"

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from ksci.evaluate.pipeline import EvaluationOptions, evaluate_source
+from ksci.evaluate.options import EvaluationOptions
+from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import Status
 from ksci.problem.compose import compose_kernel, plan_of
 from ksci.problem.render import render_kernel
@@ -122,7 +123,7 @@ def test_spare_harnesses_each_run_the_library_their_go_ahead_names(gpu_target):
 
 
 def test_baselines_are_timed_and_checked(gpu_target):
-    from ksci.evaluate.pipeline import measure_baselines
+    from ksci.evaluate.stages import measure_baselines
 
     problem = load_problem("fp8_gemm")
     verdict = measure_baselines(problem, _options(problem, gpu_target))

@@ -26,7 +26,8 @@ from support.imported_problems import kernels, sources
 
 from ksci.evaluate.compile import compile_source
 from ksci.evaluate.hipify import TORCH, hipify_with_torch, refusal
-from ksci.evaluate.pipeline import EvaluationOptions, evaluate_source
+from ksci.evaluate.options import EvaluationOptions
+from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import HipifyResult, Status
 from ksci.evaluate.setup import EvaluationSetup
 from ksci.evaluate.toolchain import find_toolchain

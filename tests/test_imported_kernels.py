@@ -8,7 +8,8 @@ import pytest
 from support.imported_problems import expected, import_all, kernels, sources
 
 from ksci.evaluate.compile import compile_source
-from ksci.evaluate.pipeline import EvaluationOptions, evaluate_source
+from ksci.evaluate.options import EvaluationOptions
+from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import Status
 from ksci.evaluate.screen import screen_source
 from ksci.evaluate.toolchain import find_toolchain

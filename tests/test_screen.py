@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from ksci.evaluate.pipeline import EvaluationOptions, evaluate_source
+from ksci.evaluate.options import EvaluationOptions
+from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import Status
 from ksci.evaluate.screen import screen_source
 from ksci.problem.render import render_kernel

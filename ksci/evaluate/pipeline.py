@@ -15,36 +15,20 @@ from contextlib import AbstractContextManager, nullcontext
 
 from ksci.backends import Backend
 from ksci.backends.real import RealBackend
-from ksci.evaluate.options import EnvironmentProblem, EvaluationOptions
+from ksci.evaluate.options import EvaluationOptions
 from ksci.evaluate.results import CompileResult, Status, Verdict
 from ksci.evaluate.stages import (
     PreparedSource,
     failed_compile_verdict,
     host_fingerprint,
-    measure_baselines,
     prepare,
     unprepared_compile,
 )
-from ksci.evaluate.visibility import gpu_visible, visible_gpus
 from ksci.problem.spec import Problem
 
 # Given a callback to call when the candidate is near the front of the queue, a block that holds a GPU and yields
 # its index (None: whichever this process may see). The flow's tasks take one from ksci.devices.any_free_gpu.
 TakeGpu = Callable[[Callable[[], None]], AbstractContextManager[str | None]]
-
-# The command line imports these from here with the ordering (ksci/cli.py).
-__all__ = [
-    "EnvironmentProblem",
-    "EvaluationOptions",
-    "TakeGpu",
-    "compile_prepared",
-    "evaluate_source",
-    "gpu_visible",
-    "measure_baselines",
-    "run_compiled",
-    "timed_after_verified",
-    "visible_gpus",
-]
 
 
 def evaluate_source(
