@@ -7,6 +7,7 @@ BIN := $(VENV)/bin
 PROBLEM ?= fp8_gemm
 TARGET ?= cuda
 GENERATIONS ?= 5
+TEST_WORKERS ?= 4
 
 .PHONY: setup test lint evolve
 
@@ -33,7 +34,9 @@ lint: setup
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
 test: setup lint
-	KSCI_REQUIRE_TOOLCHAINS=$${KSCI_REQUIRE_TOOLCHAINS:-1} $(BIN)/pytest -q
+	# Four test processes on CI's two cores (pytest-xdist): many tests wait on servers, workers and child
+	# processes; a file's tests stay in one process (--dist loadfile), so its module fixtures run once.
+	KSCI_REQUIRE_TOOLCHAINS=$${KSCI_REQUIRE_TOOLCHAINS:-1} $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 evolve: setup
 	$(BIN)/ksci evolve --problem $(PROBLEM) --target $(TARGET) --generations $(GENERATIONS)
