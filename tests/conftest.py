@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -66,3 +67,17 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.section("HIP compiles (file, arch, compiler, resources per kernel)")
         for line in sorted(lines):
             terminalreporter.write_line(line)
+
+
+# Under pytest-xdist (make test) the HIP compiles run in worker processes: each worker hands its lines to the
+# controller when it finishes, so that the summary above still prints them.
+def pytest_sessionfinish(session):
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["hip_compile_lines"] = json.dumps(session.config.stash.get(HIP_COMPILE_LINES, []))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    lines = json.loads(node.workeroutput.get("hip_compile_lines", "[]"))
+    node.config.stash.setdefault(HIP_COMPILE_LINES, []).extend(lines)
