@@ -1,0 +1,255 @@
+"""The `ksci` commands that run no flow: problems, evaluate, baseline, render, report, status, import and port, each
+command's arguments beside its handler. ksci/cli.py is the entry point: it builds the parser from these and its own
+evolve command (the one command that runs flows), and turns UsageError and the environment's errors into exit codes.
+
+Kept out of ksci/problem/ and ksci/evaluate/ on purpose: those folders are in the verdicts' cache keys
+(tasks/cache_keys.py hashes them whole), and a changed help text or printed line must not recompute any verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ksci.evaluate.hipify import find_hipify, hipify_source
+from ksci.evaluate.options import EvaluationOptions
+from ksci.evaluate.pipeline import evaluate_source
+from ksci.evaluate.results import Status
+from ksci.evaluate.stages import measure_baselines
+from ksci.evaluate.toolchain import ToolchainMissing
+from ksci.problem.render import render_kernel
+from ksci.problem.spec import (
+    DIALECT_OF_TARGET,
+    TARGETS,
+    has_entry_point,
+    list_problems,
+    load_problem,
+    register_problem_dir,
+)
+from ksci.report.summary import format_verdict
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_ENVIRONMENT = 0, 1, 2, 3
+
+
+class UsageError(ValueError):
+    """Bad input from the user: reported as one line, exit code 2."""
+
+
+def add_evaluation_commands(sub) -> None:
+    """problems, evaluate, baseline, render: one kernel or problem, no flow."""
+    p = sub.add_parser("problems", help="list the shipped problems")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_problems)
+
+    p = sub.add_parser("evaluate", help="compile, verify and time one kernel source")
+    problem_and_target(p)
+    p.add_argument("--source", required=True, type=Path, help="kernel source (.cu for CUDA, .hip for HIP)")
+    p.add_argument("--arch", help="GPU architecture (default: the GPU's own, else sm_90a / gfx942)")
+    p.add_argument("--compile-only", action="store_true", help="compile and report resources; do not run")
+    p.add_argument("--verify-only", action="store_true", help="check correctness; do not time")
+    p.add_argument("--no-baselines", action="store_true", help="do not time the reference and vendor library")
+    p.add_argument("--timeout", type=float, default=900.0, help="hard timeout of the harness process, seconds")
+    p.add_argument("--json", action="store_true", help="print the verdict as JSON on stdout")
+    p.set_defaults(handler=cmd_evaluate)
+
+    p = sub.add_parser("baseline", help="time the problem's reference and vendor library on this GPU")
+    problem_and_target(p)
+    p.add_argument("--timeout", type=float, default=1800.0)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_baseline)
+
+    p = sub.add_parser("render", help="print a seed template rendered at a parameter point")
+    problem_and_target(p)
+    p.add_argument("--template", required=True)
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("-o", "--output", type=Path)
+    p.set_defaults(handler=cmd_render)
+
+
+def add_run_and_porting_commands(sub) -> None:
+    """report, status: a run's lineage; import, port: problems and kernels from elsewhere."""
+    p = sub.add_parser("report", help="write a run's evolution report: one self-contained HTML file")
+    _run_and_store(p)
+    p.add_argument("-o", "--output", type=Path, help="HTML file to write (default: RUN-report.html here)")
+    p.set_defaults(handler=cmd_report)
+
+    p = sub.add_parser("status", help="a run's progress: generations, statuses, best so far, the best kernel")
+    _run_and_store(p)
+    p.set_defaults(handler=cmd_status)
+
+    p = sub.add_parser("import", help="write a problem folder from a KernelBench file or a gpu-mode task")
+    p.add_argument("format", choices=("kernelbench", "gpumode"))
+    p.add_argument(
+        "source", type=Path, help="KernelBench: FILE.py; gpu-mode: the task's folder (task.yml, reference.py)"
+    )
+    p.add_argument("--name", help="the problem's name (default: the file's or folder's name)")
+    p.add_argument("--dest", type=Path, help="folder to write it to (default: kernels/); every command then finds it")
+    p.add_argument("--force", action="store_true", help="replace a problem of that name in --dest")
+    p.set_defaults(handler=cmd_import)
+
+    p = sub.add_parser("port", help="convert a CUDA kernel to HIP (hipify-clang, else hipify-perl, else torch's)")
+    p.add_argument("file", type=Path)
+    p.add_argument("-o", "--output", type=Path, help="where to write the HIP source (default: FILE.hip)")
+    p.set_defaults(handler=cmd_port)
+
+
+def problem_and_target(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--problem", required=True)
+    p.add_argument("--target", choices=TARGETS, default="cuda")
+
+
+def _run_and_store(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run", required=True, help="the run's name (a folder of the store)")
+    p.add_argument("--store", help="lineage store: a folder or an fsspec URL (default: data/runs)")
+
+
+def cmd_problems(args) -> int:
+    problems = [load_problem(name) for name in list_problems()]
+    if args.json:
+        rows = [
+            {
+                "name": p.name,
+                "entry_point": p.entry_signature,
+                "tests": len(p.tests),
+                "benchmarks": len(p.benchmarks),
+                "templates": {d: [t.name for t in p.templates_for(d)] for d in ("cuda", "hip")},
+            }
+            for p in problems
+        ]
+        print(json.dumps(rows, indent=1))
+        return EXIT_OK
+    for p in problems:
+        first_line = p.description.strip().splitlines()[0]
+        print(f"{p.name:12s} {len(p.tests):3d} tests {len(p.benchmarks):3d} benchmarks  {first_line}")
+    return EXIT_OK
+
+
+def cmd_evaluate(args) -> int:
+    problem = load_problem(args.problem)
+    source = _read_source(args.source)
+    if not has_entry_point(source, problem.entry_name):
+        raise UsageError(f'{args.source} does not define the entry point extern "C" {problem.entry_name}(...)')
+    phases = ("verify",) if args.verify_only else ("verify", "benchmark")
+    options = EvaluationOptions(
+        target=args.target,
+        arch=args.arch,
+        compile_only=args.compile_only,
+        phases=phases,
+        time_baselines=not args.no_baselines,
+        timeout_s=args.timeout,
+    )
+    verdict = evaluate_source(problem, source, options)
+    print(json.dumps(verdict.to_dict(), indent=1) if args.json else format_verdict(verdict))
+    return EXIT_OK if verdict.status in (Status.OK, Status.COMPILED) else EXIT_FAILED
+
+
+def cmd_baseline(args) -> int:
+    problem = load_problem(args.problem)
+    verdict = measure_baselines(problem, EvaluationOptions(target=args.target, timeout_s=args.timeout))
+    print(json.dumps(verdict.to_dict(), indent=1) if args.json else format_verdict(verdict))
+    return EXIT_OK
+
+
+def cmd_render(args) -> int:
+    problem = load_problem(args.problem)
+    template = problem.template(DIALECT_OF_TARGET[args.target], args.template)
+    params = {}
+    for item in args.param:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise UsageError(f"--param {item!r}: expected NAME=VALUE")
+        params[name] = _parse_value(value)
+    source = render_kernel(template, params)
+    if args.output:
+        args.output.write_text(source)
+    else:
+        sys.stdout.write(source)
+    return EXIT_OK
+
+
+def cmd_report(args) -> int:
+    from ksci.report.html import build_report  # matplotlib loads for this command only
+
+    store, frame = _read_run(args)
+    output = args.output or Path(f"{args.run}-report.html")
+    output.write_text(build_report(frame, store.read_source))
+    print(f"wrote {output}")
+    return EXIT_OK
+
+
+def cmd_status(args) -> int:
+    from ksci.report.status import format_status  # no matplotlib: the status prints from the facts alone
+
+    _store, frame = _read_run(args)
+    print(format_status(frame, args.run))
+    return EXIT_OK
+
+
+def _read_run(args):
+    from ksci import PROJECT_ROOT
+    from ksci.lineage.store import LineageStore
+
+    store = LineageStore(args.store or PROJECT_ROOT / "data" / "runs")
+    if args.run not in store.runs():
+        known = ", ".join(store.runs()) or "none"
+        raise UsageError(f"no run {args.run!r} in {store.root} (runs there: {known})")
+    return store, store.read(args.run)
+
+
+def cmd_import(args) -> int:
+    from ksci.importers.common import ImportFailure
+    from ksci.importers.gpumode import import_gpumode
+    from ksci.importers.kernelbench import import_kernelbench
+
+    importer = import_kernelbench if args.format == "kernelbench" else import_gpumode
+    result = importer(args.source, name=args.name, dest=args.dest, replace=args.force)
+    if isinstance(result, ImportFailure):
+        raise UsageError(f"cannot import {args.source}: {result}")
+    if args.dest:
+        register_problem_dir(args.dest)
+    print(f"wrote {result.root} ({result.tests} test and {result.benchmarks} benchmark shapes)")
+    for note in result.notes:
+        print(f"  {note}")
+    if result.name in list_problems():
+        print(f"  ksci problems lists it as {result.name}; it has no seed template (docs/problem-format.md)")
+    else:  # KSCI_KERNELS_DIR chooses the search path, and it leaves --dest out
+        print(f"  add {result.root.parent} to KSCI_KERNELS_DIR to use it: that variable replaces the search path")
+    return EXIT_OK
+
+
+def cmd_port(args) -> int:
+    source = _read_source(args.file)
+    tools = find_hipify()
+    if not tools:
+        raise ToolchainMissing(
+            "no CUDA-to-HIP converter: neither hipify-clang nor hipify-perl is on PATH (ROCm installs them in "
+            "/opt/rocm/bin), and torch (torch.utils.hipify) is not installed"
+        )
+    result = hipify_source(source, tools)
+    if not result.ok:
+        print(f"ksci: cannot convert {args.file}:\n{result.log.strip()}", file=sys.stderr)
+        return EXIT_FAILED
+    output = args.output or args.file.with_suffix(".hip")
+    output.write_text(result.source)
+    print(f"wrote {output} (converted with {result.tool})")
+    for name in result.unconverted:
+        print(f"warning: left unconverted: {name}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _read_source(path: Path) -> str:
+    if not path.is_file():
+        raise UsageError(f"no such file: {path}")
+    try:
+        return path.read_text()
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path} is not a text file") from exc
+
+
+def _parse_value(text: str):
+    try:
+        return int(text)
+    except ValueError:
+        return text
