@@ -171,7 +171,7 @@ def _check_evolve(args):
         )
     proposer, llm = _proposer(args)
     if proposer == "tuning":
-        from ksci.proposers.tuning import needs_template
+        from ksci.proposers.space import needs_template
 
         missing = needs_template(load_problem(args.problem), DIALECT_OF_TARGET[args.target])
         if missing:

@@ -16,8 +16,9 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 from ksci.lineage.store import LineageStore
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import load_problem
+from ksci.proposers.optuna_search import propose_tuning
 from ksci.proposers.select import Selection, select_parents
-from ksci.proposers.tuning import Proposal, propose_tuning
+from ksci.proposers.space import Proposal
 from tasks.cache_keys import PROPOSAL_CACHE, RENDER_CACHE
 
 CACHED = INPUTS + TASK_SOURCE

@@ -18,7 +18,8 @@ from ksci.importers.common import ImportFailure
 from ksci.importers.gpumode import import_gpumode
 from ksci.importers.kernelbench import import_kernelbench
 from ksci.problem.spec import list_problems, load_problem
-from ksci.proposers.tuning import needs_template, propose_tuning, space_note
+from ksci.proposers.optuna_search import propose_tuning
+from ksci.proposers.space import needs_template, space_note
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data"

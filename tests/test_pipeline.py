@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from ksci.proposers.overlap import GenerationFailed, ProposalBoard, board_of, horizon, open_board
-from ksci.proposers.tuning import Proposal
+from ksci.proposers.space import Proposal
 
 
 def test_a_generation_learns_from_those_it_does_not_overlap_and_the_first_ones_seed_the_run():

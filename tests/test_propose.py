@@ -12,13 +12,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import ksci.proposers.optuna_search
 import ksci.proposers.per_shape
-import ksci.proposers.tuning
 from ksci.lineage.store import Candidate, LineageStore, empty_frame
 from ksci.problem.constraints import parse_constraint
 from ksci.problem.spec import Problem, TemplateSpec
+from ksci.proposers.optuna_search import _study, propose_tuning
 from ksci.proposers.select import Selection, select_parents
-from ksci.proposers.tuning import Proposal, _study, propose_tuning, space_note
+from ksci.proposers.space import Proposal, space_note
 
 MMA = TemplateSpec(
     name="mma",
@@ -148,7 +149,7 @@ def test_points_in_flight_are_never_proposed_again(tmp_path: Path) -> None:
 
 
 def test_neighbours_of_the_parent_come_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ksci.proposers.tuning, "SWITCH_PROBABILITY", 0.0)
+    monkeypatch.setattr(ksci.proposers.optuna_search, "SWITCH_PROBABILITY", 0.0)
     problem = make_problem(MMA, NAIVE)
     parent = evaluated("mma", MMA.default)
     frame = frame_of([parent, evaluated("naive", NAIVE.default)], tmp_path)
@@ -174,7 +175,7 @@ def test_untried_family_starts_from_its_default(tmp_path: Path) -> None:
 
 
 def test_switching_family_samples_the_other_template(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ksci.proposers.tuning, "SWITCH_PROBABILITY", 1.0)
+    monkeypatch.setattr(ksci.proposers.optuna_search, "SWITCH_PROBABILITY", 1.0)
     problem = make_problem(MMA, NAIVE)
     mma, naive = evaluated("mma", MMA.default), evaluated("naive", NAIVE.default)
     frame = frame_of([mma, naive], tmp_path)

@@ -11,10 +11,10 @@ import pandas as pd
 
 from ksci.lineage.store import CandidateMeta, empty_frame
 from ksci.problem.spec import load_problem
+from ksci.proposers.optuna_search import propose_tuning
 from ksci.proposers.overlap import open_board
 from ksci.proposers.protocol import GenerationContext, Steps
 from ksci.proposers.select import select_parents
-from ksci.proposers.tuning import propose_tuning
 from ksci.proposers.tuning_proposer import TuningProposer
 from ksci.run import RunSpec
 

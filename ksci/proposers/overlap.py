@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from contextlib import contextmanager
 
-from ksci.proposers.tuning import Proposal
+from ksci.proposers.space import Proposal
 
 
 def horizon(generation: int, overlap: int) -> int:

@@ -1,5 +1,5 @@
 """The tuning proposer as a Proposer (ksci.proposers.protocol): select parents, hypothesize children (Optuna over
-the seed templates' parameters, per shape too: ksci.proposers.tuning), render or compose each, submit it.
+the seed templates' parameters, per shape too: ksci.proposers.optuna_search), render or compose each, submit it.
 
 An empty population is seeded: every template family's default point (the proposer is then named "seed"). In an
 overlapping run it avoids what the generations still running proposed, and hands its own proposals on to the ones
@@ -12,7 +12,7 @@ from ksci.lineage.store import CandidateMeta
 from ksci.problem.spec import load_problem
 from ksci.proposers import overlap
 from ksci.proposers.protocol import GenerationContext, Proposed, Steps
-from ksci.proposers.tuning import Proposal, space_note
+from ksci.proposers.space import Proposal, space_note
 from ksci.run import RunSpec
 
 

@@ -13,13 +13,14 @@ function of the population, the points in flight and the seed. Each call propose
 - when TPE asks only repeats, untried feasible points at random.
 No proposal violates the template's declared constraints (ksci.problem.constraints) or repeats a point evaluated, in flight
 or proposed before; a family whose feasible space is spent is skipped (space_note says so).
+
+The spaces themselves (feasible points, which are taken, neighbours, Proposal) are ksci.proposers.space; the
+Proposer that runs this search in a generation is ksci.proposers.tuning_proposer.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
-import math
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -31,14 +32,13 @@ from optuna.samplers import TPESampler
 from optuna.trial import TrialState, create_trial
 
 from ksci.evaluate.results import Status
-from ksci.problem.spec import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, Problem, TemplateSpec
+from ksci.problem.spec import Problem, TemplateSpec
 from ksci.proposers.per_shape import ShapeEvidence
 from ksci.proposers.select import Selection
+from ksci.proposers.space import Batch, Proposal, composition_keys, neighbours, params_of, rows_of_dialect
 
 SWITCH_PROBABILITY = 0.1  # chance that a turn tries another template family than the parent's
 ASKS_PER_PROPOSAL = 25  # bound on study.ask() calls; then untried feasible points at random fill the batch
-ENUMERATION_LIMIT = 200_000  # spaces up to this size are enumerated (exhaustion known); larger ones are sampled
-COMPOSED = "<composed>"  # the template part of a composed proposal's key
 FAILED = {
     Status.REJECTED,
     Status.COMPILE_ERROR,
@@ -48,22 +48,6 @@ FAILED = {
     Status.WRONG,
     Status.SUSPICIOUS,
 }
-
-
-@dataclass(frozen=True)
-class Proposal:
-    template: str | None  # None for a composed proposal
-    params: dict | None
-    parent_id: str | None
-    reference_id: str | None
-    hypothesis: str
-    by_shape: dict | None = None  # a composed proposal's plan (ksci.problem.compose: default point and point per shape)
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (
-            (COMPOSED, json.dumps(self.by_shape, sort_keys=True)) if self.by_shape else _key(self.template, self.params)
-        )
 
 
 @dataclass
@@ -94,12 +78,12 @@ def propose_tuning(
     if count <= 0 or not templates:
         return []
     rng = random.Random(seed)
-    rows = _rows_of_dialect(population, dialect, templates)
-    points = [(r["template"], _params_of(r, templates)) for _, r in rows.iterrows()]
+    rows = rows_of_dialect(population, dialect, templates)
+    points = [(r["template"], params_of(r, templates)) for _, r in rows.iterrows()]
     points = [(name, params) for name, params in points if params is not None]
     points += [(p.template, p.params) for p in in_flight or [] if not p.by_shape]
-    batch = _Batch(count, templates, points)
-    batch.seen |= {p.key for p in in_flight or [] if p.by_shape} | _compositions(population, dialect)
+    batch = Batch(count, templates, points)
+    batch.seen |= {p.key for p in in_flight or [] if p.by_shape} | composition_keys(population, dialect)
     tried = set(rows["template"].dropna())
     for name, spec in templates.items():
         if name not in tried:
@@ -135,97 +119,7 @@ def propose_tuning(
     return batch.proposals
 
 
-def needs_template(problem: Problem, dialect: str) -> str:
-    """Why the tuning proposer has nothing to tune on `problem` (it has no seed template in `dialect`), and where to
-    add one; empty when it has one. An imported problem starts without any (docs/problem-format.md)."""
-    if problem.templates_for(dialect):
-        return ""
-    suffix = SUFFIX_OF_DIALECT.get(dialect, "") + ".j2"
-    return (
-        f"problem {problem.name!r} has no {dialect} seed template, and the tuning proposer tunes templates' "
-        f"parameters: add one as {problem.root}/templates/{dialect}/NAME{suffix} and list it under templates: "
-        f"{dialect}: in its problem.yaml (docs/problem-format.md), or let the LLM write generation 0 from the "
-        "reference (--proposer llm)"
-    )
-
-
-def space_note(problem: Problem, dialect: str, population: pd.DataFrame, proposals: list[Proposal]) -> str:
-    """What a run has left to try: which families' feasible spaces are spent by the population and `proposals`
-    (this generation's and those in flight); empty when every family has room. Without a template: why not."""
-    templates = {t.name: t for t in problem.templates_for(dialect)}
-    if not templates:
-        return needs_template(problem, dialect)
-    rows = _rows_of_dialect(population, dialect, templates)
-    points = [(r["template"], _params_of(r, templates)) for _, r in rows.iterrows()]
-    points += [(p.template, p.params) for p in proposals if not p.by_shape]
-    batch = _Batch(0, templates, [(n, p) for n, p in points if p is not None])
-    spent = [n for n in templates if n not in batch.open_templates()]
-    if not spent:
-        return ""
-    sizes = ", ".join(f"{n} {batch.size[n]}" for n in spent)
-    if len(spent) == len(templates):
-        return f"every {dialect} template's feasible space is exhausted ({sizes} points): nothing left to propose"
-    rest = ", ".join(n for n in templates if n not in spent)
-    return f"feasible space exhausted for {sizes} points; proposing from {rest}"
-
-
-class _Batch:
-    """The proposals so far, and every point already evaluated, in flight or proposed; which families have room."""
-
-    def __init__(self, count: int, templates: dict, points: list[tuple[str, dict]]) -> None:
-        self.count, self.templates, self.proposals = count, templates, []
-        self.seen = {_key(name, params) for name, params in points}
-        self.space = {name: _feasible_points(spec) for name, spec in templates.items()}
-        self.size = {name: len(space) if space is not None else None for name, space in self.space.items()}
-        feasible = {(name, key) for name, key in self.seen if name in templates}
-        self.used = {
-            name: sum(1 for n, key in feasible if n == name and _fits(templates[n], key)) for name in templates
-        }
-
-    @property
-    def full(self) -> bool:
-        return len(self.proposals) >= self.count
-
-    def knows(self, template: str, params: dict) -> bool:
-        return _key(template, params) in self.seen
-
-    def open_templates(self) -> list[str]:
-        """The families with an untried feasible point left (a space too large to enumerate always has one)."""
-        return [n for n in self.templates if self.size[n] is None or self.used[n] < self.size[n]]
-
-    def add(self, proposal: Proposal) -> None:
-        if not self.full and proposal.key not in self.seen:
-            self.seen.add(proposal.key)
-            self.proposals.append(proposal)
-            if proposal.template in self.used:
-                self.used[proposal.template] += 1
-
-
-def _fits(spec: TemplateSpec, key: str) -> bool:
-    params = json.loads(key)
-    return (
-        set(params) == set(spec.params)
-        and all(v in spec.params[k] for k, v in params.items())
-        and spec.feasible(params)
-    )
-
-
-_FEASIBLE: dict[tuple, list[dict] | None] = {}
-
-
-def _feasible_points(spec: TemplateSpec) -> list[dict] | None:
-    """Every point of the space that satisfies the declared constraints, in a fixed order; None if too many."""
-    cache_key = (str(spec.path), spec.dialect, json.dumps(spec.params), tuple(c.text for c in spec.constraints))
-    if cache_key not in _FEASIBLE:
-        if math.prod(len(v) for v in spec.params.values()) > ENUMERATION_LIMIT:
-            _FEASIBLE[cache_key] = None
-        else:
-            space = (dict(zip(spec.params, values, strict=True)) for values in itertools.product(*spec.params.values()))
-            _FEASIBLE[cache_key] = [p for p in space if spec.feasible(p)]
-    return _FEASIBLE[cache_key]
-
-
-def _fill_at_random(batch: _Batch, rng: random.Random) -> None:
+def _fill_at_random(batch: Batch, rng: random.Random) -> None:
     """Fill what TPE left (it asked only repeats): untried feasible points at random, one family after another."""
     stuck: set[str] = set()  # families too large to enumerate where 1000 random draws found nothing new
     while not batch.full:
@@ -241,7 +135,7 @@ def _fill_at_random(batch: _Batch, rng: random.Random) -> None:
                 batch.add(Proposal(name, params, None, None, hypothesis))
 
 
-def _random_untried(name: str, batch: _Batch, rng: random.Random) -> dict | None:
+def _random_untried(name: str, batch: Batch, rng: random.Random) -> dict | None:
     spec, space = batch.templates[name], batch.space[name]
     if space is not None:
         left = [p for p in space if not batch.knows(name, p)]
@@ -253,7 +147,7 @@ def _random_untried(name: str, batch: _Batch, rng: random.Random) -> dict | None
     return None
 
 
-def _next_move(parent: _Parent | None, batch: _Batch, rng: random.Random, turn: int) -> tuple:
+def _next_move(parent: _Parent | None, batch: Batch, rng: random.Random, turn: int) -> tuple:
     """The family to ask this turn, and the parent's next untried neighbour to enqueue (or None: TPE decides)."""
     names = batch.open_templates()
     if parent is None or parent.template.name not in names:
@@ -265,31 +159,6 @@ def _next_move(parent: _Parent | None, batch: _Batch, rng: random.Random, turn: 
         if not batch.knows(name, move[0]):
             return name, move
     return name, None
-
-
-def _rows_of_dialect(population: pd.DataFrame, dialect: str, templates: dict) -> pd.DataFrame:
-    needed = ["candidate_id", "generation", "template", "params_json", "status", "geomean_us", "target"]
-    needed += ["shape_times_json"]
-    if population.empty or not set(needed) <= set(population.columns):
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in needed})
-    rows = population[population["target"].map(DIALECT_OF_TARGET.get) == dialect]
-    rows = rows[rows["template"].isin(list(templates))]
-    return rows.sort_values(["generation", "candidate_id"], kind="stable").reset_index(drop=True)
-
-
-def _params_of(row: pd.Series, templates: dict) -> dict | None:
-    """The row's full parameter point (defaults filled), or None when it lies outside today's space."""
-    spec = templates.get(row["template"])
-    if spec is None or pd.isna(row["params_json"]):
-        return None
-    params = {**spec.default, **json.loads(row["params_json"])}
-    if set(params) != set(spec.params) or any(v not in spec.params[k] for k, v in params.items()):
-        return None
-    return params
-
-
-def _key(template: str, params: dict) -> tuple[str, str]:
-    return template, json.dumps(params, sort_keys=True)
 
 
 def _distributions(spec: TemplateSpec) -> dict[str, CategoricalDistribution]:
@@ -330,7 +199,7 @@ def _study(spec: TemplateSpec, rows: pd.DataFrame, seed: int, shape: str | None 
     worst = max(timed) if timed else 1.0
     study.set_user_attr("penalty", 2 * worst)
     for i, row in mine.iterrows():
-        params = _params_of(row, {spec.name: spec})
+        params = params_of(row, {spec.name: spec})
         if params is None:
             continue
         if row["status"] == str(Status.OK) and values[i] is not None:
@@ -354,7 +223,7 @@ class _Shapes(ShapeEvidence):
     """The per-shape evidence, with each shape's winner as the parent of that shape's turns."""
 
     def __init__(self, problem: Problem, rows: pd.DataFrame, templates: dict) -> None:
-        super().__init__(problem, rows, templates, _params_of)
+        super().__init__(problem, rows, templates, params_of)
         self._parents: dict[str, _Parent] = {}
 
     def parent(self, key: str) -> _Parent:
@@ -362,7 +231,7 @@ class _Shapes(ShapeEvidence):
         if key not in self._parents:
             row, params, times = self.winner(key)
             spec = self.templates[row["template"]]
-            moves = _neighbours(spec, params)
+            moves = neighbours(spec, params)
             random.Random(key).shuffle(moves)
             geomean = float(row["geomean_us"])
             self._parents[key] = _Parent(row["candidate_id"], None, spec, params, geomean, iter(moves), key, times[key])
@@ -373,40 +242,21 @@ class _Shapes(ShapeEvidence):
         return found and Proposal(None, None, found.parent_id, found.reference_id, found.hypothesis, found.plan)
 
 
-def _compositions(population: pd.DataFrame, dialect: str) -> set[tuple[str, str]]:
-    """The keys of the compositions already evaluated in this dialect."""
-    if population.empty or "params_by_shape_json" not in population.columns:
-        return set()
-    mine = population[population["target"].map(DIALECT_OF_TARGET.get) == dialect]
-    return {(COMPOSED, json.dumps(json.loads(t), sort_keys=True)) for t in mine["params_by_shape_json"].dropna()}
-
-
 def _parents(rows: pd.DataFrame, selections: list[Selection], templates: dict, rng: random.Random) -> list[_Parent]:
     """The selections whose base is a template point of this dialect (free-form kernels cannot be tuned)."""
     parents = []
     for selection in selections:
         mine = rows[rows["candidate_id"] == selection.base_id]
         mine = mine.sort_values("geomean_us", na_position="last", kind="stable")
-        params = _params_of(mine.iloc[0], templates) if not mine.empty else None
+        params = params_of(mine.iloc[0], templates) if not mine.empty else None
         if params is None:
             continue
         row, spec = mine.iloc[0], templates[mine.iloc[0]["template"]]
         geomean = float(row["geomean_us"]) if pd.notna(row["geomean_us"]) else None
-        moves = _neighbours(spec, params)
+        moves = neighbours(spec, params)
         rng.shuffle(moves)  # so that no parameter is always explored first
         parents.append(_Parent(row["candidate_id"], selection.reference_id, spec, params, geomean, iter(moves)))
     return parents
-
-
-def _neighbours(spec: TemplateSpec, params: dict) -> list[tuple[dict, str, object, object]]:
-    """Every feasible point one step away: one parameter moved to an adjacent allowed value."""
-    moves = []
-    for name, values in spec.params.items():
-        i = values.index(params[name])
-        for j in (i - 1, i + 1):
-            if 0 <= j < len(values) and spec.feasible({**params, name: values[j]}):
-                moves.append(({**params, name: values[j]}, name, params[name], values[j]))
-    return moves
 
 
 def _explain(

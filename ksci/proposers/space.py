@@ -1,0 +1,173 @@
+"""The seed templates' parameter spaces as the tuning proposer walks them (docs/tuning.md): a proposal and its key,
+the points of a family that satisfy its declared constraints (ksci.problem.constraints), which of them are taken
+(evaluated, in flight or proposed), a point's neighbours, and what is left to try (space_note, needs_template).
+
+No Optuna here: the search that draws new points is ksci.proposers.optuna_search, and the Proposer that runs it in
+a generation is ksci.proposers.tuning_proposer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ksci.problem.spec import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, Problem, TemplateSpec
+
+ENUMERATION_LIMIT = 200_000  # spaces up to this size are enumerated (exhaustion known); larger ones are sampled
+COMPOSED = "<composed>"  # the template part of a composed proposal's key
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """One point of a template to evaluate, or a composition of points by shape (by_shape), and why."""
+
+    template: str | None  # None for a composed proposal
+    params: dict | None
+    parent_id: str | None
+    reference_id: str | None
+    hypothesis: str
+    by_shape: dict | None = None  # a composed proposal's plan (ksci.problem.compose: default point and point per shape)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (
+            (COMPOSED, json.dumps(self.by_shape, sort_keys=True)) if self.by_shape else _key(self.template, self.params)
+        )
+
+
+def needs_template(problem: Problem, dialect: str) -> str:
+    """Why the tuning proposer has nothing to tune on `problem` (it has no seed template in `dialect`), and where to
+    add one; empty when it has one. An imported problem starts without any (docs/problem-format.md)."""
+    if problem.templates_for(dialect):
+        return ""
+    suffix = SUFFIX_OF_DIALECT.get(dialect, "") + ".j2"
+    return (
+        f"problem {problem.name!r} has no {dialect} seed template, and the tuning proposer tunes templates' "
+        f"parameters: add one as {problem.root}/templates/{dialect}/NAME{suffix} and list it under templates: "
+        f"{dialect}: in its problem.yaml (docs/problem-format.md), or let the LLM write generation 0 from the "
+        "reference (--proposer llm)"
+    )
+
+
+def space_note(problem: Problem, dialect: str, population: pd.DataFrame, proposals: list[Proposal]) -> str:
+    """What a run has left to try: which families' feasible spaces are spent by the population and `proposals`
+    (this generation's and those in flight); empty when every family has room. Without a template: why not."""
+    templates = {t.name: t for t in problem.templates_for(dialect)}
+    if not templates:
+        return needs_template(problem, dialect)
+    rows = rows_of_dialect(population, dialect, templates)
+    points = [(r["template"], params_of(r, templates)) for _, r in rows.iterrows()]
+    points += [(p.template, p.params) for p in proposals if not p.by_shape]
+    batch = Batch(0, templates, [(n, p) for n, p in points if p is not None])
+    spent = [n for n in templates if n not in batch.open_templates()]
+    if not spent:
+        return ""
+    sizes = ", ".join(f"{n} {batch.size[n]}" for n in spent)
+    if len(spent) == len(templates):
+        return f"every {dialect} template's feasible space is exhausted ({sizes} points): nothing left to propose"
+    rest = ", ".join(n for n in templates if n not in spent)
+    return f"feasible space exhausted for {sizes} points; proposing from {rest}"
+
+
+class Batch:
+    """The proposals so far, and every point already evaluated, in flight or proposed; which families have room."""
+
+    def __init__(self, count: int, templates: dict, points: list[tuple[str, dict]]) -> None:
+        self.count, self.templates, self.proposals = count, templates, []
+        self.seen = {_key(name, params) for name, params in points}
+        self.space = {name: _feasible_points(spec) for name, spec in templates.items()}
+        self.size = {name: len(space) if space is not None else None for name, space in self.space.items()}
+        feasible = {(name, key) for name, key in self.seen if name in templates}
+        self.used = {
+            name: sum(1 for n, key in feasible if n == name and _fits(templates[n], key)) for name in templates
+        }
+
+    @property
+    def full(self) -> bool:
+        return len(self.proposals) >= self.count
+
+    def knows(self, template: str, params: dict) -> bool:
+        return _key(template, params) in self.seen
+
+    def open_templates(self) -> list[str]:
+        """The families with an untried feasible point left (a space too large to enumerate always has one)."""
+        return [n for n in self.templates if self.size[n] is None or self.used[n] < self.size[n]]
+
+    def add(self, proposal: Proposal) -> None:
+        if not self.full and proposal.key not in self.seen:
+            self.seen.add(proposal.key)
+            self.proposals.append(proposal)
+            if proposal.template in self.used:
+                self.used[proposal.template] += 1
+
+
+def _fits(spec: TemplateSpec, key: str) -> bool:
+    params = json.loads(key)
+    return (
+        set(params) == set(spec.params)
+        and all(v in spec.params[k] for k, v in params.items())
+        and spec.feasible(params)
+    )
+
+
+_FEASIBLE: dict[tuple, list[dict] | None] = {}
+
+
+def _feasible_points(spec: TemplateSpec) -> list[dict] | None:
+    """Every point of the space that satisfies the declared constraints, in a fixed order; None if too many."""
+    cache_key = (str(spec.path), spec.dialect, json.dumps(spec.params), tuple(c.text for c in spec.constraints))
+    if cache_key not in _FEASIBLE:
+        if math.prod(len(v) for v in spec.params.values()) > ENUMERATION_LIMIT:
+            _FEASIBLE[cache_key] = None
+        else:
+            space = (dict(zip(spec.params, values, strict=True)) for values in itertools.product(*spec.params.values()))
+            _FEASIBLE[cache_key] = [p for p in space if spec.feasible(p)]
+    return _FEASIBLE[cache_key]
+
+
+def rows_of_dialect(population: pd.DataFrame, dialect: str, templates: dict) -> pd.DataFrame:
+    needed = ["candidate_id", "generation", "template", "params_json", "status", "geomean_us", "target"]
+    needed += ["shape_times_json"]
+    if population.empty or not set(needed) <= set(population.columns):
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in needed})
+    rows = population[population["target"].map(DIALECT_OF_TARGET.get) == dialect]
+    rows = rows[rows["template"].isin(list(templates))]
+    return rows.sort_values(["generation", "candidate_id"], kind="stable").reset_index(drop=True)
+
+
+def params_of(row: pd.Series, templates: dict) -> dict | None:
+    """The row's full parameter point (defaults filled), or None when it lies outside today's space."""
+    spec = templates.get(row["template"])
+    if spec is None or pd.isna(row["params_json"]):
+        return None
+    params = {**spec.default, **json.loads(row["params_json"])}
+    if set(params) != set(spec.params) or any(v not in spec.params[k] for k, v in params.items()):
+        return None
+    return params
+
+
+def _key(template: str, params: dict) -> tuple[str, str]:
+    return template, json.dumps(params, sort_keys=True)
+
+
+def composition_keys(population: pd.DataFrame, dialect: str) -> set[tuple[str, str]]:
+    """The keys of the compositions already evaluated in this dialect."""
+    if population.empty or "params_by_shape_json" not in population.columns:
+        return set()
+    mine = population[population["target"].map(DIALECT_OF_TARGET.get) == dialect]
+    return {(COMPOSED, json.dumps(json.loads(t), sort_keys=True)) for t in mine["params_by_shape_json"].dropna()}
+
+
+def neighbours(spec: TemplateSpec, params: dict) -> list[tuple[dict, str, object, object]]:
+    """Every feasible point one step away: one parameter moved to an adjacent allowed value."""
+    moves = []
+    for name, values in spec.params.items():
+        i = values.index(params[name])
+        for j in (i - 1, i + 1):
+            if 0 <= j < len(values) and spec.feasible({**params, name: values[j]}):
+                moves.append(({**params, name: values[j]}, name, params[name], values[j]))
+    return moves
