@@ -74,7 +74,7 @@ def test_the_proposer_hash_follows_the_proposer_code(tmp_path, monkeypatch):
     shutil.copytree(cache_keys.KSCI, copy)
     monkeypatch.setattr(cache_keys, "KSCI", copy)
     before, render = cache_keys.proposer_code_hash(), cache_keys.render_code_hash()
-    tuning = copy / "proposers" / "tuning.py"
+    tuning = copy / "proposers" / "optuna_search.py"
     tuning.write_text(tuning.read_text() + "\n# changed\n")
     assert cache_keys.proposer_code_hash() != before and cache_keys.render_code_hash() == render
     render_py = copy / "problem" / "render.py"
