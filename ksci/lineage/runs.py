@@ -1,0 +1,134 @@
+"""The runs of a lineage store in one line each, for `ksci runs`: what a user looks for before `ksci status --run` or
+`ksci report --run` (which run is which problem and target, whether its numbers were measured, how far it got).
+
+Read part by part rather than through LineageStore.read: one damaged part (a crash of a foreign writer, a copy cut
+short) must not hide every other run, so a part that cannot be read is skipped and named in a warning instead.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from datetime import datetime
+
+import pandas as pd
+
+from ksci.backends.simulated import SIMULATED_GPU
+from ksci.evaluate.results import Status
+from ksci.lineage.parts import part_files, read_part, to_pandas
+from ksci.lineage.store import KEY, LineageStore
+
+_COLUMNS = [*KEY, "problem", "target", "status", "geomean_us", "speedup_vs_vendor", "gpu", "fingerprint_json"]
+_SIMULATOR_TOOLCHAIN = "simulator"  # a simulated compile's toolchain (ksci.backends.simulated), on failed rows too
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run as `ksci runs` lists it. best_us and its vendor ratio come from the fastest ok row (None if none)."""
+
+    name: str
+    problem: str
+    target: str
+    simulated: bool  # its timings were made up or replayed by the simulator, not measured
+    candidates: int
+    best_us: float | None
+    vendor_ratio: float | None  # the vendor library's geomean over the best's: above 1, the best beats it
+    last_time: datetime | None  # the newest row's created_at
+
+    def to_dict(self) -> dict:
+        row = asdict(self)
+        row["last_time"] = self.last_time.isoformat() if self.last_time else None
+        return row
+
+
+@dataclass(frozen=True)
+class RunListing:
+    """The runs that could be read, and a warning for each part that could not."""
+
+    runs: list[RunSummary]
+    warnings: list[str]
+
+
+def list_runs(store: LineageStore) -> RunListing:
+    """Every run of the store with at least one readable row, by name; the reserved `sources` folder and folders
+    without a candidates table are not runs (LineageStore.runs)."""
+    summaries, warnings = [], []
+    for run in store.runs():
+        frame = _read_rows(store, run, warnings)
+        if not frame.empty:
+            summaries.append(_summarize(run, frame))
+    return RunListing(summaries, warnings)
+
+
+def _read_rows(store: LineageStore, run: str, warnings: list[str]) -> pd.DataFrame:
+    storage = store.storage
+    frames = []
+    for path in part_files(storage, storage.path(run, "candidates")):
+        try:
+            table = read_part(storage, path)
+            present = [c for c in _COLUMNS if c in table.column_names]
+            frames.append(to_pandas(table.select(present + ["created_at"])))
+        except Exception as exc:  # any reader error: a truncated file, a foreign one, a missing column
+            warnings.append(f"skipped {path}: {type(exc).__name__}: {exc}")
+    if not frames:
+        return pd.DataFrame()
+    frame = pd.concat(frames, ignore_index=True)
+    return frame.drop_duplicates(subset=list(KEY), keep="first")
+
+
+def _summarize(run: str, frame: pd.DataFrame) -> RunSummary:
+    ok = frame[(frame["status"] == str(Status.OK)) & frame["geomean_us"].notna()]
+    best = ok.sort_values(["geomean_us", "candidate_id"], kind="stable").iloc[0] if not ok.empty else None
+    vendor = best.get("speedup_vs_vendor") if best is not None else None
+    last = frame["created_at"].max()
+    return RunSummary(
+        name=run,
+        problem=str(frame["problem"].iloc[0]),
+        target=str(frame["target"].iloc[0]),
+        simulated=any(_is_simulated(row) for _, row in frame.iterrows()),
+        candidates=len(frame),
+        best_us=float(best["geomean_us"]) if best is not None else None,
+        vendor_ratio=None if vendor is None or pd.isna(vendor) else float(vendor),
+        last_time=None if pd.isna(last) else last.to_pydatetime(),
+    )
+
+
+def _is_simulated(row: pd.Series) -> bool:
+    """The simulator names itself as the GPU of a run's verdicts and as the toolchain of its compiles."""
+    if row.get("gpu") == SIMULATED_GPU:
+        return True
+    try:
+        fingerprint = json.loads(row.get("fingerprint_json") or "{}")
+    except (TypeError, ValueError):
+        return False
+    return fingerprint.get("gpu") == SIMULATED_GPU or fingerprint.get("toolchain") == _SIMULATOR_TOOLCHAIN
+
+
+def format_runs(listing: RunListing, where: str) -> str:
+    """A table of the runs, a header and one line each; one line saying there are none if so."""
+    if not listing.runs:
+        return f"no runs in {where}"
+    header = ("run", "problem", "target", "timings", "candidates", "best", "against the vendor", "last row (UTC)")
+    rows = [header] + [_cells(s) for s in listing.runs]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+
+
+def _cells(summary: RunSummary) -> tuple[str, ...]:
+    return (
+        summary.name,
+        summary.problem,
+        summary.target,
+        "simulated" if summary.simulated else "measured",
+        str(summary.candidates),
+        "-" if summary.best_us is None else f"{summary.best_us:.2f} us" + (" (sim)" if summary.simulated else ""),
+        _against_vendor(summary.vendor_ratio),
+        summary.last_time.strftime("%Y-%m-%d %H:%M") if summary.last_time else "-",
+    )
+
+
+def _against_vendor(ratio: float | None) -> str:
+    """The one convention of gains: 1.05x faster, or 4.93x slower where the vendor library wins."""
+    if ratio is None or ratio <= 0:
+        return "-"
+    return f"{ratio:.2f}x faster" if ratio >= 1 else f"{1 / ratio:.2f}x slower"
