@@ -2,7 +2,8 @@
 
 Exit codes: 0 the command ran and the kernel passed (or compiled, with --compile-only); 1 the kernel
 failed (its verdict says how), or an evolution stopped on a failed generation (rerun it with --run); 2 bad
-input; 3 the environment cannot do it (no compiler, no GPU).
+input; 3 the environment cannot do it (no compiler, no GPU). A reader that closes stdout early (`| head`) ends the
+command quietly with 0, or with the command's own code where it had finished (_quiet_on_closed_pipe).
 
 This module is the entry point and the evolve command, the only core code that imports flows; the commands that run
 no flow (problems, evaluate, render, report, port, ...) live in ksci/commands.py.
@@ -16,6 +17,7 @@ import signal
 import sys
 from pathlib import Path
 
+from ksci import __version__
 from ksci.commands import (
     EXIT_BAD_INPUT,
     EXIT_ENVIRONMENT,
@@ -37,6 +39,16 @@ from ksci.run import DEFAULT_STORE, OVERLAP_RULE, RunLimits, RunSpec, new_run_na
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    code = EXIT_OK  # what a reader that closed the pipe before the command finished gets (_quiet_on_closed_pipe)
+    try:
+        code = _run_command(args)
+        sys.stdout.flush()  # here, not at exit, so that a closed pipe is seen where it can be handled
+    except BrokenPipeError:
+        _quiet_on_closed_pipe()
+    return code
+
+
+def _run_command(args) -> int:
     try:
         return args.handler(args)
     except (UsageError, ProblemError) as exc:
@@ -47,8 +59,21 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ENVIRONMENT
 
 
+def _quiet_on_closed_pipe() -> None:
+    """The reader of stdout went away (`ksci problems --json | head -1`): end without a traceback, as Python's docs
+    recommend (library/signal.html, "Note on SIGPIPE"): point stdout at /dev/null, so that the interpreter's last
+    flush of what is still buffered cannot fail again. The exit code is 0, or the command's own where it had
+    finished: the reader chose to stop, which is no failure of the command (under `set -o pipefail` a script's
+    `ksci ... | head` goes on), and 1 would read as "the kernel failed" (the docs' recipe exits 1; a shell's
+    SIGPIPE death is 141)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ksci", description="Kernel Scientist: evolve and evaluate GPU kernels.")
+    parser.add_argument("--version", action="version", version=f"ksci {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     add_evaluation_commands(sub)
     _add_evolve_command(sub)
@@ -59,24 +84,37 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_evolve_command(sub) -> None:
     p = sub.add_parser("evolve", help="evolve a problem's kernels (Prefect flows; embedded server by default)")
     problem_and_target(p)
-    p.add_argument("--generations", type=int, default=5)
+    p.add_argument("--generations", type=int, default=5, metavar="N", help="generations to run (default: %(default)s)")
     p.add_argument("--run", help="continue this run (default: a new run named after the problem and time)")
-    p.add_argument("--children", type=int, default=6, help="candidates per generation")
+    p.add_argument(
+        "--children", type=int, default=6, metavar="K", help="candidates per generation (default: %(default)s)"
+    )
     p.add_argument(
         "--max-candidates",
         type=int,
         metavar="N",
-        help="stop before a generation once the run holds N candidates (the one that reaches N gets only those left)",
+        help="stop before a generation once the run holds N candidates (the one that reaches N gets only those "
+        "left; default: no limit)",
     )
     p.add_argument(
         "--time-limit",
         type=float,
         metavar="MINUTES",
-        help="start no generation after this many minutes (the one running finishes; continue with --run)",
+        help="start no generation after this many minutes (the one running finishes; continue with --run; "
+        "default: no limit)",
     )
-    p.add_argument("--strategy", default="elitist", help="parent selection: elitist, tournament or diverse")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--arch")
+    p.add_argument(
+        "--strategy", default="elitist", help="parent selection: elitist, tournament or diverse (default: %(default)s)"
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="seed of the proposers' random choices (parents, Optuna's sampler): the same seed proposes the same "
+        "candidates, so a rerun replays from the cache (default: %(default)s)",
+    )
+    p.add_argument("--arch", help="GPU architecture to compile for (default: the GPU's own, else sm_90a / gfx942)")
     p.add_argument("--gpus", help="comma-separated GPU indices to spread candidates over (default: every visible GPU)")
     p.add_argument(
         "--overlap",
@@ -99,19 +137,28 @@ def _add_proposer_options(p: argparse.ArgumentParser) -> None:
         choices=("auto", "tuning", "llm"),
         default="auto",
         help="who writes the children: the LLM scientist, Optuna tuning of the seed templates, or auto "
-        "(llm when an endpoint is configured, else tuning)",
+        "(llm when an endpoint is configured, else tuning) (default: %(default)s)",
     )
     p.add_argument("--llm-config", type=Path, help="LLM config file (TOML; default: $KSCI_LLM_CONFIG, ./ksci.toml)")
     p.add_argument("--llm-base-url", help="OpenAI-compatible endpoint (default: $KSCI_LLM_BASE_URL)")
     p.add_argument("--llm-model", help="model for every LLM stage (default: $KSCI_LLM_MODEL)")
-    p.add_argument("--budget-tokens", type=int, help="stop the run cleanly once its LLM calls used this many tokens")
-    p.add_argument("--budget-usd", type=float, help="stop the run cleanly once its LLM calls cost this much")
+    p.add_argument(
+        "--budget-tokens",
+        type=int,
+        help="stop the run cleanly once its LLM calls used this many tokens (default: no limit)",
+    )
+    p.add_argument(
+        "--budget-usd",
+        type=float,
+        help="stop the run cleanly once its LLM calls cost this much, in US dollars (default: no limit)",
+    )
     p.add_argument(
         "--simulate",
         metavar="RECORDING",
         nargs="?",
         const="",
-        help="no GPU: replay timings recorded on a GPU (a JSON file; none: made-up timings). For tests.",
+        help="no GPU: replay timings recorded on a GPU (a JSON file; none: made-up timings). For tests "
+        "(default: off, real GPUs)",
     )
 
 

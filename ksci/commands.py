@@ -1,5 +1,5 @@
-"""The `ksci` commands that run no flow: problems, evaluate, baseline, render, report, status, import and port, each
-command's arguments beside its handler. ksci/cli.py is the entry point: it builds the parser from these and its own
+"""The `ksci` commands that run no flow: problems, evaluate, baseline, render, report, status, runs, import and port,
+each command's arguments beside its handler. ksci/cli.py is the entry point: it builds the parser from these and its own
 evolve command (the one command that runs flows), and turns UsageError and the environment's errors into exit codes.
 
 Kept out of ksci/problem/ and ksci/evaluate/ on purpose: those folders are in the verdicts' cache keys
@@ -40,7 +40,7 @@ class UsageError(ValueError):
 def add_evaluation_commands(sub) -> None:
     """problems, evaluate, baseline, render: one kernel or problem, no flow."""
     p = sub.add_parser("problems", help="list the shipped problems")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print them as a JSON list on stdout")
     p.set_defaults(handler=cmd_problems)
 
     p = sub.add_parser("evaluate", help="compile, verify and time one kernel source")
@@ -50,21 +50,37 @@ def add_evaluation_commands(sub) -> None:
     p.add_argument("--compile-only", action="store_true", help="compile and report resources; do not run")
     p.add_argument("--verify-only", action="store_true", help="check correctness; do not time")
     p.add_argument("--no-baselines", action="store_true", help="do not time the reference and vendor library")
-    p.add_argument("--timeout", type=float, default=900.0, help="hard timeout of the harness process, seconds")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=900.0,
+        help="hard timeout of the harness process, seconds (default: %(default)s)",
+    )
     p.add_argument("--json", action="store_true", help="print the verdict as JSON on stdout")
     p.set_defaults(handler=cmd_evaluate)
 
     p = sub.add_parser("baseline", help="time the problem's reference and vendor library on this GPU")
     problem_and_target(p)
-    p.add_argument("--timeout", type=float, default=1800.0)
-    p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=1800.0,
+        help="hard timeout of the harness process, seconds (default: %(default)s)",
+    )
+    p.add_argument("--json", action="store_true", help="print the verdict as JSON on stdout")
     p.set_defaults(handler=cmd_baseline)
 
     p = sub.add_parser("render", help="print a seed template rendered at a parameter point")
     problem_and_target(p)
-    p.add_argument("--template", required=True)
-    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
-    p.add_argument("-o", "--output", type=Path)
+    p.add_argument("--template", required=True, help="the template's name (see ksci problems --json)")
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a template parameter; repeat for each (default: the template's own defaults)",
+    )
+    p.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
     p.set_defaults(handler=cmd_render)
 
 
@@ -72,15 +88,22 @@ def add_run_and_porting_commands(sub) -> None:
     """report, status: a run's lineage; import, port: problems and kernels from elsewhere."""
     p = sub.add_parser("report", help="write a run's evolution report: one self-contained HTML file")
     _run_and_store(p)
-    p.add_argument("-o", "--output", type=Path, help="HTML file to write (default: RUN-report.html here)")
+    p.add_argument("-o", "--output", type=Path, help="HTML file to write (default: report.html in the run's folder)")
     p.set_defaults(handler=cmd_report)
 
     p = sub.add_parser("status", help="a run's progress: generations, statuses, best so far, the best kernel")
     _run_and_store(p)
     p.set_defaults(handler=cmd_status)
 
+    p = sub.add_parser("runs", help="the runs of a store: problem, target, simulated or measured, best, date")
+    _store_option(p)
+    p.add_argument("--json", action="store_true", help="print them as a JSON list on stdout")
+    p.set_defaults(handler=cmd_runs)
+
     p = sub.add_parser("import", help="write a problem folder from a KernelBench file or a gpu-mode task")
-    p.add_argument("format", choices=("kernelbench", "gpumode"))
+    p.add_argument(
+        "format", choices=("kernelbench", "gpumode"), help="what SOURCE is: a KernelBench file or a gpu-mode task"
+    )
     p.add_argument(
         "source", type=Path, help="KernelBench: FILE.py; gpu-mode: the task's folder (task.yml, reference.py)"
     )
@@ -90,18 +113,24 @@ def add_run_and_porting_commands(sub) -> None:
     p.set_defaults(handler=cmd_import)
 
     p = sub.add_parser("port", help="convert a CUDA kernel to HIP (hipify-clang, else hipify-perl, else torch's)")
-    p.add_argument("file", type=Path)
+    p.add_argument("file", type=Path, help="the CUDA source (.cu)")
     p.add_argument("-o", "--output", type=Path, help="where to write the HIP source (default: FILE.hip)")
     p.set_defaults(handler=cmd_port)
 
 
 def problem_and_target(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--problem", required=True)
-    p.add_argument("--target", choices=TARGETS, default="cuda")
+    p.add_argument("--problem", required=True, help="a problem's name (ksci problems lists them)")
+    p.add_argument(
+        "--target", choices=TARGETS, default="cuda", help="cuda (NVIDIA) or rocm (AMD) (default: %(default)s)"
+    )
 
 
 def _run_and_store(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", required=True, help="the run's name (a folder of the store)")
+    _store_option(p)
+
+
+def _store_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", help="lineage store: a folder or an fsspec URL (default: data/runs)")
 
 
@@ -173,9 +202,17 @@ def cmd_report(args) -> int:
     from ksci.report.html import build_report  # matplotlib loads for this command only
 
     store, frame = _read_run(args)
-    output = args.output or Path(f"{args.run}-report.html")
-    output.write_text(build_report(frame, store.read_source))
-    print(f"wrote {output}")
+    page = build_report(frame, store.read_source)
+    if args.output:
+        args.output.write_text(page)
+        print(f"wrote {args.output}")
+        return EXIT_OK
+    # Beside the run's lineage, not in the current folder (often the repository's root, where git would see it);
+    # through the store's storage, so a store at an fsspec URL gets its report there too.
+    storage = store.storage
+    path = storage.path(args.run, "report.html")
+    storage.write_atomic(path, lambda f: f.write(page.encode()))
+    print(f"wrote {path if storage.local else storage.fs.unstrip_protocol(path)}")
     return EXIT_OK
 
 
@@ -187,11 +224,29 @@ def cmd_status(args) -> int:
     return EXIT_OK
 
 
-def _read_run(args):
+def cmd_runs(args) -> int:
+    from ksci.lineage.runs import format_runs, list_runs
+
+    store = _open_store(args)
+    listing = list_runs(store)
+    for warning in listing.warnings:
+        print(f"ksci: warning: {warning}", file=sys.stderr)
+    if args.json:
+        print(json.dumps([s.to_dict() for s in listing.runs], indent=1))
+    else:
+        print(format_runs(listing, store.root))
+    return EXIT_OK
+
+
+def _open_store(args):
     from ksci import PROJECT_ROOT
     from ksci.lineage.store import LineageStore
 
-    store = LineageStore(args.store or PROJECT_ROOT / "data" / "runs")
+    return LineageStore(args.store or PROJECT_ROOT / "data" / "runs")
+
+
+def _read_run(args):
+    store = _open_store(args)
     if args.run not in store.runs():
         known = ", ".join(store.runs()) or "none"
         raise UsageError(f"no run {args.run!r} in {store.root} (runs there: {known})")
