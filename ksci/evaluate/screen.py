@@ -9,12 +9,29 @@ LLM that wrote the kernel) can act on. String literals are matched as the compil
 joined (`"cudaStream" "Create"` is one name), and inline assembly and asm labels are searched for any name of
 the runtime, the driver, Python or threads. It is a first line, not the only one: see docs/threat-model.md for what
 the dynamic checks in the harness catch that a lexical check cannot.
+
+A source over MAX_SOURCE_BYTES (1 MiB) is refused unread, and every rule runs in time linear in the source (no
+pattern can backtrack over it: where one could, it is possessive or split into a head and a tail found once per
+stretch, and the comments, literals and file-scope declarations are found by linear scans, screen_text.py and
+screen_load_time.py), so a hostile source costs at most a second or two here.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from ksci.evaluate.screen_load_time import top_level_initialisers
+from ksci.evaluate.screen_text import (
+    blank_spans,
+    joined_literals,
+    strip_comments_and_literals,
+    tokens,
+    without_comments,
+)
+
+# Kernel sources here are 2-60 KB; a source this large is not a kernel, and refusing it bounds the screen's time.
+MAX_SOURCE_BYTES = 1 << 20
 
 _API = r"(?:cuda|hip)"
 # Calls only, and not member calls (x.write(...), p->open(...)): a method of the kernel's own may have any name.
@@ -58,17 +75,13 @@ RULES: tuple[tuple[str, str], ...] = (
         rf"\b(?:{_API}GetDriverEntryPoint\w*|cuGetProcAddress\w*|{_API}GetFuncBySymbol|cuModuleLoad\w*|cuLibraryLoad\w*|{_API}LibraryLoad\w*)\b",
         "looks up driver functions or loads code by name",
     ),
-    (
-        r"\b[A-Za-z_]\w*[\s*&]+(?:cuda|cu|hip|nccl|cublas|hipblas)[A-Z]\w*\s*\([^;{)]*\)\s*(?:noexcept\s*)?\{",
-        "defines a function named like a runtime API (interposition)",
-    ),
     (r"##", "token pasting (##) can assemble a name this screen would refuse"),
     (
         r"^[ \t]*#[ \t]*define\s+(?:cuda|cu|hip|nccl|cublas|hipblas)[A-Z]\w*",
         "redefines a runtime API name with a macro",
     ),
     (
-        r"\b(?:constructor|destructor)\b\s*(?:\(\s*\d*\s*\))?\s*\)\s*\)|\[\[\s*gnu::(?:constructor|destructor)",
+        r"\b(?:constructor|destructor)\b\s*+(?:\(\s*+\d*+\s*+\)\s*+)?\)\s*+\)|\[\[\s*+gnu::(?:constructor|destructor)",
         "runs code when the library is loaded or unloaded",
     ),
     (
@@ -136,27 +149,40 @@ ASM_RULE = (
     re.compile(r"\b(?:(?:cuda|cu|hip|nccl|dl|_?Py)[A-Z_]|pthread_)\w*"),
     "inline assembly or an asm label names a runtime, Python or thread function",
 )
-_ASM_BEFORE = re.compile(r"\b(?:asm|__asm__|__asm)\b(?:\s+|\s*\b(?:volatile|__volatile__|goto|inline)\b)*\s*\(\s*$")
+# Was `(?:\s+|\s*\b(?:volatile|...)\b)*\s*\(\s*$`, the same language, but exponential in the blanks before `(`.
+_ASM_BEFORE = re.compile(r"\b(?:asm|__asm__|__asm)\b(?:\s*+\b(?:volatile|__volatile__|goto|inline)\b)*+\s*+\(\s*+$")
+# A definition named like a runtime function (`T cudaEventRecord(...) {`): `\b[A-Za-z_]\w*[\s*&]+(?:cuda|cu|hip|nccl|
+# cublas|hipblas)[A-Z]\w*\s*\([^;{)]*\)\s*(?:noexcept\s*)?\{`, found as a head and then the first `;`, `{` or `)`
+# after it, which must be the `)` of the tail; heads before the same stop share it, so nothing is scanned twice.
+_INTERPOSITION = "defines a function named like a runtime API (interposition)"
+_INTERPOSITION_HEAD = re.compile(r"\b[A-Za-z_]\w*+[\s*&]++(?:cuda|cu|hip|nccl|cublas|hipblas)[A-Z]\w*+\s*+\(")
+_PARAMETERS_STOP = re.compile(r"[;{)]")
+_INTERPOSITION_TAIL = re.compile(r"\)\s*+(?:noexcept\s*+)?\{")
+_DECLARED_BEFORE = re.compile(r"([A-Za-z_]\w*|[*&>])\s*$")
+_EMBED = re.compile(r"^[ \t]*#[ \t]*embed\b", re.M)
 
 _CALL_PREFIX = _CALL.split("{")[0]
 _COMPILED = tuple((re.compile(p, re.M), why) for p, why in RULES)
 _COMPILED_LITERALS = tuple((re.compile(p), why) for p, why in LITERAL_RULES)
 _HIP_HEADER = re.compile(r"^hip/[A-Za-z0-9_]+\.h$")
+# Searched only up to the last `>` or `"`: past it no include can close, and each `#include <` would scan to the end.
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*include\s*[<\"]([^>\"]+)[>\"]", re.M)
-# A comment, or a string or character literal (with an optional encoding prefix); raw strings are rare in kernels.
-_TOKEN = re.compile(r'//[^\n]*|/\*.*?\*/|(?:u8|[uUL])?"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
 
 
 @dataclass(frozen=True)
 class ScreenResult:
     ok: bool
     reason: str = ""  # what was found and why it is refused; empty when ok
-    line: int = 0  # 1-based line of the offending construct
+    line: int = 0  # 1-based line of the offending construct; 0 when the source as a whole is refused
     text: str = ""  # that line, stripped
 
     @property
     def message(self) -> str:
-        return f"rejected by the static screen: line {self.line}: {self.reason}: `{self.text}`" if not self.ok else ""
+        if self.ok:
+            return ""
+        if not self.line:
+            return f"rejected by the static screen: {self.reason}"
+        return f"rejected by the static screen: line {self.line}: {self.reason}: `{self.text}`"
 
 
 # The one driver lookup let through: cuTensorMapEncodeTiled, a host function that only fills a TMA descriptor,
@@ -165,25 +191,53 @@ _TMA_LOOKUP = re.compile(r'\bcudaGetDriverEntryPoint(?:ByVersion)?(?=\s*\(\s*"cu
 
 
 def screen_source(source: str) -> ScreenResult:
-    """The first forbidden construct in the source, or ok."""
-    code, literals = _strip(source)
-    for match in _TMA_LOOKUP.finditer(source):
-        code = code[: match.start()] + " " * len(match.group(0)) + code[match.end() :]
+    """The first forbidden construct in the source, or ok; a source over MAX_SOURCE_BYTES is refused unread."""
+    if (size := _size_over_limit(source)) is not None:
+        return ScreenResult(
+            ok=False,
+            reason=f"the source is {size:,} bytes, over the screen's limit of {MAX_SOURCE_BYTES:,} bytes (1 MiB): "
+            "a kernel is one self-contained source, far smaller than that",
+        )
+    spans = list(tokens(source))
+    code, literals = strip_comments_and_literals(source, spans)
+    code = blank_spans(code, [match.span() for match in _TMA_LOOKUP.finditer(source)])
     lines = source.splitlines()
-    for match in _INCLUDE.finditer(_without_comments(source)):
+    if (refused := _refused_include(without_comments(source, spans))) is not None:
+        return _found(source, lines, *refused)
+    if (embed := _EMBED.search(source)) is not None:
+        return _found(source, lines, embed.start(), "embeds a file (#embed)")
+    hits = _rule_hits(code) + _literal_hits(code, literals) + top_level_initialisers(code)
+    if not hits:
+        return ScreenResult(ok=True)
+    position, why = min(hits)
+    return _found(source, lines, position, why)
+
+
+def _size_over_limit(source: str) -> int | None:
+    """The source's size in UTF-8 bytes when over the limit (a longer string is over it without encoding)."""
+    if len(source) > MAX_SOURCE_BYTES:
+        return len(source.encode("utf-8", "surrogatepass"))
+    size = len(source.encode("utf-8", "surrogatepass"))
+    return size if size > MAX_SOURCE_BYTES else None
+
+
+def _refused_include(text: str) -> tuple[int, str] | None:
+    """(position, reason) of the first include that reaches outside the kernel or names a header it has no use for
+    (`text`: the source without its comments)."""
+    last_close = max(text.rfind(">"), text.rfind('"'))
+    for match in _INCLUDE.finditer(text, 0, last_close + 1):
         header, quoted = match.group(1).strip(), '"' in match.group(0)
         # hipify writes its own include of the HIP runtime in quotes (`#include "hip/hip_runtime.h"`, in some
         # versions), so quoted HIP headers pass; any other quoted include could pull in a file of the host.
         if (quoted and not _HIP_HEADER.match(header)) or header.startswith("/") or ".." in header:
-            return _found(
-                source, lines, match.start(), f"includes the file {header!r}: a kernel is one self-contained source"
-            )
+            return match.start(), f"includes the file {header!r}: a kernel is one self-contained source"
         if header in INCLUDES or header.startswith(INCLUDE_PREFIXES):
-            return _found(source, lines, match.start(), f"includes <{header}>, which no kernel needs")
-    if re.search(r"^[ \t]*#[ \t]*embed\b", source, re.M):
-        return _found(
-            source, lines, re.search(r"^[ \t]*#[ \t]*embed\b", source, re.M).start(), "embeds a file (#embed)"
-        )
+            return match.start(), f"includes <{header}>, which no kernel needs"
+    return None
+
+
+def _rule_hits(code: str) -> list[tuple[int, str]]:
+    """(position, reason) of the first match of each rule in the code (calls: the first that is not a declaration)."""
     hits = []
     for pattern, why in _COMPILED:
         calls_only = pattern.pattern.startswith(_CALL_PREFIX)
@@ -191,23 +245,42 @@ def screen_source(source: str) -> ScreenResult:
             if not (calls_only and _declares(code, match.start())):
                 hits.append((match.start(), why))
                 break
-    for position, literal in _joined(code, literals):
+    if (position := _first_interposition(code)) is not None:
+        hits.append((position, _INTERPOSITION))
+    return hits
+
+
+def _first_interposition(code: str) -> int | None:
+    """Where the first definition named like a runtime function starts (see _INTERPOSITION_HEAD)."""
+    position, stop, defines = 0, -1, False
+    while (head := _INTERPOSITION_HEAD.search(code, position)) is not None:
+        if head.end() > stop:
+            found = _PARAMETERS_STOP.search(code, head.end())
+            stop = found.start() if found else len(code)
+            defines = found is not None and _INTERPOSITION_TAIL.match(code, stop) is not None
+        if defines:
+            return head.start()
+        position = head.start() + 1
+    return None
+
+
+def _literal_hits(code: str, literals: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """(position, reason) of each joined string literal that a literal rule refuses, or that names a runtime
+    function inside inline assembly or an asm label."""
+    hits = []
+    for position, literal in joined_literals(code, literals):
         for pattern, why in _COMPILED_LITERALS:
             if pattern.search(literal):
                 hits.append((position, why))
-        if _ASM_BEFORE.search(code[max(0, position - 80) : position]) and ASM_RULE[0].search(literal):
+        before = code[max(0, position - 80) : position]
+        if "asm" in before and _ASM_BEFORE.search(before) and ASM_RULE[0].search(literal):
             hits.append((position, ASM_RULE[1]))
-    for position, why in _top_level_initialisers(code):
-        hits.append((position, why))
-    if not hits:
-        return ScreenResult(ok=True)
-    position, why = min(hits)
-    return _found(source, lines, position, why)
+    return hits
 
 
 def _declares(code: str, position: int) -> bool:
     """The name at `position` is being declared or defined (`void write(`), not called: a kernel's own helper."""
-    before = re.search(r"([A-Za-z_]\w*|[*&>])\s*$", code[max(0, position - 80) : position])
+    before = _DECLARED_BEFORE.search(code[max(0, position - 80) : position])
     return before is not None and before.group(1) not in ("return", "else", "do", "case", "throw", "co_return")
 
 
@@ -215,108 +288,3 @@ def _found(source: str, lines: list[str], position: int, why: str) -> ScreenResu
     line = source.count("\n", 0, position) + 1
     text = lines[line - 1].strip() if line <= len(lines) else ""
     return ScreenResult(ok=False, reason=why, line=line, text=text[:200])
-
-
-def _strip(source: str) -> tuple[str, list[tuple[int, str]]]:
-    """Comments and literals blanked (newlines and length kept, so positions stay), and the literals found."""
-    literals: list[tuple[int, str]] = []
-
-    def blank(match: re.Match) -> str:
-        text = match.group(0)
-        if not text.startswith("/"):
-            literals.append((match.start(), text))
-            return re.sub(r"[^\n\"']", " ", text)  # the quotes stay: `extern "C"` is still recognisable
-        return re.sub(r"[^\n]", " ", text)
-
-    code = _TOKEN.sub(blank, source)
-    return code, literals
-
-
-def _joined(code: str, literals: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    """String literals as the compiler sees them: adjacent ones (only blanks or comments between) concatenated,
-    so that `"cudaStream" "Create"` is tested as `"cudaStreamCreate"`. Character literals stay alone."""
-    joined: list[tuple[int, str, int]] = []  # (start, text as one literal, end)
-    for position, literal in literals:
-        body = re.sub(r'^(?:u8|[uUL])?"|"$', "", literal)
-        end = position + len(literal)
-        is_string = literal.endswith('"')
-        if is_string and joined and joined[-1][1].endswith('"') and not code[joined[-1][2] : position].strip():
-            start, text, _ = joined[-1]
-            joined[-1] = (start, text[:-1] + body + '"', end)
-        else:
-            joined.append((position, f'"{body}"' if is_string else literal, end))
-    return [(start, text) for start, text, _ in joined]
-
-
-def _without_comments(source: str) -> str:
-    return _TOKEN.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)) if m.group(0).startswith("/") else m.group(0), source)
-
-
-# Declarations at file scope (outside any function, struct or class body; namespaces and extern "C" blocks are
-# transparent) whose initialiser runs code when the library is loaded: `static int x = setup();`, `Foo foo;` where
-# Foo has a constructor, or a std:: object. Compile-time constants (constexpr, __device__/__constant__ data) are fine.
-_DECLARATION = re.compile(
-    r"(?:^|(?<=[;}\n]))[ \t]*(?P<decl>(?:(?:static|const|inline|thread_local|volatile)\s+)*"
-    r"(?P<type>(?:std::)?[A-Za-z_][\w:]*(?:\s*<[^;{}]*>)?)\s*[*&]?\s*(?P<name>[A-Za-z_]\w*)\s*"
-    r"(?P<init>=[^;{}]*|\([^;{}]*\)|\{[^;{}]*\})?)\s*;",
-    re.S,
-)
-_HARMLESS_TYPES = re.compile(r"^(?:return|typedef|using|template|namespace|extern|constexpr|static_assert|__device__|__constant__|__shared__|__managed__|struct|class|enum|union|friend|public|private|protected|goto|case|default|else|do)\b")  # fmt: skip
-_CALL_IN_INIT = re.compile(r"(?<![\w.])(?!sizeof\b|alignof\b|static_cast\b|reinterpret_cast\b|const_cast\b|decltype\b)[A-Za-z_]\w*\s*\(")  # fmt: skip
-_CONSTRUCTOR = re.compile(r"\b(?:struct|class)\s+(?P<name>[A-Za-z_]\w*)[^;{]*\{")
-
-
-def _top_level_initialisers(code: str) -> list[tuple[int, str]]:
-    top = _file_scope(code)
-    classes_with_constructors = set()
-    for match in _CONSTRUCTOR.finditer(code):
-        body = code[match.end() : _closing_brace(code, match.end() - 1)]
-        if re.search(rf"(?<![~\w]){match.group('name')}\s*\([^;]*\)\s*(?::|\{{)", body):
-            classes_with_constructors.add(match.group("name"))
-    hits = []
-    for match in _DECLARATION.finditer(top):
-        decl, kind, init = match.group("decl").strip(), match.group("type"), match.group("init") or ""
-        if _HARMLESS_TYPES.match(decl) or re.search(r"\b(?:constexpr|__device__|__constant__|__shared__)\b", decl):
-            continue
-        if kind.startswith("std::") and not kind.startswith(("std::int", "std::uint", "std::size_t", "std::array")):
-            hits.append((match.start("decl"), f"a file-scope {kind} object runs its constructor at load time"))
-        elif kind.split("<")[0].strip() in classes_with_constructors:
-            hits.append((match.start("decl"), f"a file-scope {kind} object runs its constructor at load time"))
-        elif init.startswith("=") and _CALL_IN_INIT.search(init) and "(" in init:
-            hits.append((match.start("decl"), "a file-scope variable is initialised by a function call at load time"))
-    return hits
-
-
-def _file_scope(code: str) -> str:
-    """The code with every character inside a non-transparent brace pair replaced by a space (newlines kept)."""
-    out, depth, transparent = [], 0, []
-    for i, ch in enumerate(code):
-        if ch == "{":
-            before = code[max(0, i - 200) : i]
-            opens_scope = re.search(r'(?:\bnamespace(?:\s+[\w:]+)?|\bextern\s*"\s*")\s*$', before)
-            transparent.append(bool(opens_scope))
-            if not opens_scope:
-                depth += 1
-                out.append(" " if depth > 1 else ch)
-                continue
-            out.append(" ")
-            continue
-        if ch == "}":
-            was_transparent = transparent.pop() if transparent else True
-            if not was_transparent:
-                depth -= 1
-                out.append(ch if depth == 0 else " ")
-                continue
-            out.append(" ")
-            continue
-        out.append(ch if depth == 0 or ch == "\n" else " ")
-    return "".join(out)
-
-
-def _closing_brace(code: str, open_at: int) -> int:
-    depth = 0
-    for i in range(open_at, len(code)):
-        depth += {"{": 1, "}": -1}.get(code[i], 0)
-        if depth == 0:
-            return i
-    return len(code)
