@@ -24,11 +24,11 @@ evolve() { # TREE LABEL LOG ARGS...: ksci evolve in TREE (its own Prefect home a
   local tree=$1 label=$2 log=$3
   shift 3
   local started
-  started=$(date +%s.%N)
+  started=$(date +%s)
   (cd "$tree" && PYTHONPATH="$tree:${PYTHONPATH:-}" python3 -m ksci.cli evolve --target cuda --gpus 0 $sim "$@") \
     >"$log" 2>&1
   local rc=$?
-  echo "== $label: exit $rc after $(echo "$(date +%s.%N) - $started" | bc) s" | tee -a "$log"
+  echo "== $label: exit $rc after $(($(date +%s) - started)) s" | tee -a "$log"
 }
 
 for side in before after; do
@@ -40,10 +40,10 @@ done
 for side in before after; do
   [[ ,$parts, == *,llm,* ]] || break
   tree=$([ $side = before ] && echo "$before" || echo "$after")
-  started=$(date +%s.%N)
+  started=$(date +%s)
   (cd "$tree" && PYTHONPATH="$tree:${PYTHONPATH:-}" python3 benchmarks/llm_evolve_scripted.py $sim \
     --store "$out/stores/$side-llm" --run "llm-$side") >"$out/llm-$side.log" 2>&1
-  echo "== llm-$side: exit $? after $(echo "$(date +%s.%N) - $started" | bc) s" | tee -a "$out/llm-$side.log"
+  echo "== llm-$side: exit $? after $(($(date +%s) - started)) s" | tee -a "$out/llm-$side.log"
 done
 [[ ,$parts, == *,continued,* ]] && evolve "$before" "continued-written-before" "$out/continued-before.log" --problem fp8_gemm_kmajor \
   --proposer tuning --generations 2 --children 4 --seed 0 --run continued --store "$out/stores/continued"
