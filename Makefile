@@ -33,9 +33,9 @@ setup: $(BIN)/ksci
 lint: setup
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
+# Four test processes on CI's two cores (pytest-xdist): many tests wait on servers, workers and child processes;
+# a file's tests stay in one process (--dist loadfile), so its module fixtures run once.
 test: setup lint
-	# Four test processes on CI's two cores (pytest-xdist): many tests wait on servers, workers and child
-	# processes; a file's tests stay in one process (--dist loadfile), so its module fixtures run once.
 	KSCI_REQUIRE_TOOLCHAINS=$${KSCI_REQUIRE_TOOLCHAINS:-1} $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 evolve: setup
