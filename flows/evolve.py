@@ -44,8 +44,7 @@ from tasks.evaluation import CandidateChain, start_spare_harnesses, submit_candi
 from tasks.llm import ask
 from tasks.stages import hypothesize, read_population, render, select
 
-__all__ = ["DEFAULT_STORE", "_artifact_key", "evolve", "evolve_generation"]
-_artifact_key = artifact_key  # flows/rebench.py's name for it
+__all__ = ["DEFAULT_STORE", "evolve", "evolve_generation"]
 GENERATION_POLL_S = 2.0  # how often a deployed evolution looks whether its generation's flow run has ended
 UNCLAIMED_WARNING_S = 300.0  # a generation's flow run that no worker has taken this long gets a warning
 SUBFLOWS_RERUN = (

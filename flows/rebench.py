@@ -14,9 +14,10 @@ import json
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 
-from flows.evolve import DEFAULT_STORE, _artifact_key
+from flows.artifacts import artifact_key
 from ksci.evaluate.setup import EvaluationSetup
 from ksci.lineage.store import CandidateMeta, LineageStore
+from ksci.run import DEFAULT_STORE
 from tasks.evaluation import submit_candidate
 
 
@@ -60,7 +61,7 @@ def rebench(
                 "status": row["status"],
             }
         )
-    create_table_artifact(rows, key=_artifact_key(f"{target_run}-{generation}"), description=f"re-timing of {run}")
+    create_table_artifact(rows, key=artifact_key(f"{target_run}-{generation}"), description=f"re-timing of {run}")
     return rows
 
 
