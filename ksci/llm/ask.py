@@ -12,6 +12,7 @@ Every request sent, whatever its outcome, becomes one row of the run's llm_calls
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from ksci.errors import BUDGET, TRUNCATED, UNUSABLE, Failure
 from ksci.llm import designer, findings, selector, writer
@@ -54,14 +55,14 @@ def ask_stage(
         return failed_call(Failure(BUDGET, spent))  # nothing was sent, so nothing is recorded
     reply = chat(settings, request.messages, request.schema, price)
     if isinstance(reply, Failure):
-        store.record(_with(call, outcome=reply.kind, detail=reply.message[:500]))
+        store.record(replace(call, outcome=reply.kind, detail=reply.message[:500]))
         return failed_call(reply)
     value, problem = parser_of(request.stage)(reply.text, request.context)
     if problem and reply.truncated:
         problem = f"truncated answer (finish_reason=length, {reply.completion_tokens} tokens): {problem}"
     outcome = "ok" if problem is None else (TRUNCATED if reply.truncated else UNUSABLE)
     store.record(
-        _with(
+        replace(
             call,
             prompt_tokens=reply.prompt_tokens,
             completion_tokens=reply.completion_tokens,
@@ -78,8 +79,3 @@ def ask_stage(
 
 def parser_of(stage: str) -> Parser:
     return PARSERS[stage]
-
-
-def _with(call: LlmCall, **changes) -> LlmCall:
-    values = {**call.__dict__, **changes}
-    return LlmCall(**values)
