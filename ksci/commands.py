@@ -50,23 +50,13 @@ def add_evaluation_commands(sub) -> None:
     p.add_argument("--compile-only", action="store_true", help="compile and report resources; do not run")
     p.add_argument("--verify-only", action="store_true", help="check correctness; do not time")
     p.add_argument("--no-baselines", action="store_true", help="do not time the reference and vendor library")
-    p.add_argument(
-        "--timeout",
-        type=float,
-        default=900.0,
-        help="hard timeout of the harness process, seconds (default: %(default)s)",
-    )
+    _timeout_option(p, 900.0)
     p.add_argument("--json", action="store_true", help="print the verdict as JSON on stdout")
     p.set_defaults(handler=cmd_evaluate)
 
     p = sub.add_parser("baseline", help="time the problem's reference and vendor library on this GPU")
     problem_and_target(p)
-    p.add_argument(
-        "--timeout",
-        type=float,
-        default=1800.0,
-        help="hard timeout of the harness process, seconds (default: %(default)s)",
-    )
+    _timeout_option(p, 1800.0)
     p.add_argument("--json", action="store_true", help="print the verdict as JSON on stdout")
     p.set_defaults(handler=cmd_baseline)
 
@@ -308,3 +298,12 @@ def _parse_value(text: str):
         return int(text)
     except ValueError:
         return text
+
+
+def _timeout_option(p, default: float) -> None:
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=default,
+        help="hard timeout of the harness process, seconds (default: %(default)s)",
+    )
