@@ -214,7 +214,7 @@ def _check_evolve(args):
     if args.simulate is None and not gpu_visible(args.target):
         raise EnvironmentProblem(
             f"no {args.target} GPU is visible on this machine, so no kernel can be verified or timed "
-            "(--simulate replays recorded timings, for trying the loop out)"
+            "(--simulate, for trying the loop out, makes timings up; --simulate FILE replays timings recorded in FILE)"
         )
     proposer, llm = _proposer(args)
     if proposer == "tuning":
