@@ -60,6 +60,8 @@ class Problem:
     published_speed_of_light: dict = field(default_factory=dict)
     # Per-target overrides of {rtol, atol, atol_rms}; atol_rms scales the absolute term by the expected output's RMS.
     tolerance_by_target: dict = field(default_factory=dict)
+    # Input profiles every test shape is verified on (reference.generate_input's `profile`); only "spec" is timed.
+    inputs: tuple[str, ...] = ("spec",)
 
     def tolerance(self, target: str) -> Tolerance:
         """The element-wise tolerance on `target`: |out - ref| <= atol + atol_rms * rms(ref) + rtol * |ref|."""
@@ -182,6 +184,7 @@ def _problem_from_spec(spec: dict, root: Path) -> Problem:
         roofline_compute=spec["roofline"]["compute"],
         templates=tuple(templates),
         published_speed_of_light=spec.get("published_speed_of_light") or {},
+        inputs=tuple(spec.get("inputs") or ("spec",)),
     )
 
 
