@@ -4,12 +4,19 @@ findings all live as `<root>/<run>/<table>/part-<generation>-<uuid>.parquet`.
 A part is written once under a name no other writer can pick (the uuid), through the storage's atomic publish, and
 never changed: appending is adding a part, so concurrent writers, on one host or several sharing the store, never
 touch the same file.
+
+A part that cannot be read (cut short by a full disk or a copy, emptied, not Parquet at all) is skipped with a
+warning that names it, never a traceback: every other part's rows still read (read_parts, read_tables). Parts
+are written atomically, so such a part never comes from a crash of ksci itself, but from what happened to the
+store's files afterwards.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import uuid
+from dataclasses import dataclass
 
 import pandas as pd
 import pyarrow as pa
@@ -20,6 +27,11 @@ from ksci.lineage.storage import Storage
 RESERVED_RUNS = {"sources"}  # folders of the store's root that are not runs
 _RUN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.=-]*$")
 _PANDAS_TYPES = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
+# What reading a damaged part raises: ArrowInvalid ("magic bytes not found", "file size is 0 bytes") is a
+# ValueError, a damaged page an OSError (ArrowIOError) or another ArrowException.
+_DAMAGE = (pa.ArrowException, OSError, ValueError)
+_log = logging.getLogger(__name__)
+_logged: set[str] = set()  # parts already warned about in this process: a damaged part warns once, not per read
 
 
 def check_run(run: str) -> None:
@@ -54,3 +66,57 @@ def read_part(storage: Storage, path: str, columns: list[str] | None = None) -> 
 def to_pandas(table: pa.Table) -> pd.DataFrame:
     """The table as a frame; nullable Int64 and boolean keep integer and flag columns intact where values are null."""
     return table.to_pandas(types_mapper=_PANDAS_TYPES.get)
+
+
+@dataclass(frozen=True)
+class SkippedPart:
+    """A part file that could not be read, and why."""
+
+    path: str
+    reason: str
+
+    def warning(self) -> str:
+        return f"skipped damaged part {self.path}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class PartsRead:
+    """The tables of the parts that could be read, in the order asked, their paths, and the parts that could not."""
+
+    tables: list[pa.Table]
+    paths: list[str]  # of `tables`, one each
+    skipped: list[SkippedPart]
+
+
+def read_parts(storage: Storage, paths: list[str], columns: list[str] | None = None) -> PartsRead:
+    """Each part of `paths` that reads; the others skipped with their reason, for the caller to report."""
+    tables, read, skipped = [], [], []
+    for path in paths:
+        try:
+            tables.append(read_part(storage, path, columns))
+            read.append(path)
+        except _DAMAGE as exc:
+            skipped.append(SkippedPart(path, _reason(exc)))
+    return PartsRead(tables, read, skipped)
+
+
+def read_tables(storage: Storage, folder: str, columns: list[str] | None = None) -> list[pa.Table]:
+    """The readable parts of the table in `folder`; a damaged part is skipped and logged as a warning (once per
+    process), for readers that have no user to tell directly (the LLM ledger's budget check, a flow)."""
+    read = read_parts(storage, part_files(storage, folder), columns)
+    log_skipped(read.skipped)
+    return read.tables
+
+
+def log_skipped(skipped: list[SkippedPart]) -> None:
+    """A warning on the `ksci.lineage.parts` logger for each part not warned about yet in this process."""
+    for part in skipped:
+        if part.path not in _logged:
+            _logged.add(part.path)
+            _log.warning(part.warning())
+
+
+def _reason(exc: BaseException) -> str:
+    """The reader's error in one line (Arrow's messages can span several)."""
+    message = " ".join(str(exc).split()) or "no message"
+    return f"{type(exc).__name__}: {message}"

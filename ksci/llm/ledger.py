@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ksci.lineage.parts import check_run as _check_run
-from ksci.lineage.parts import read_part
+from ksci.lineage.parts import read_tables
 from ksci.lineage.parts import to_pandas as _to_pandas
 from ksci.lineage.storage import Storage
 
@@ -125,10 +125,10 @@ class LlmLedger:
 
     def _read(self, run: str, table_name: str, schema: pa.Schema) -> pd.DataFrame:
         _check_run(run)
-        parts = self.storage.files(self.storage.path(run, table_name), "part-*.parquet")
-        if not parts:
+        tables = read_tables(self.storage, self.storage.path(run, table_name))  # a damaged part: skipped, logged
+        if not tables:
             return _to_pandas(schema.empty_table())
-        frame = _to_pandas(pa.concat_tables([read_part(self.storage, p).cast(schema) for p in parts]))
+        frame = _to_pandas(pa.concat_tables([table.cast(schema) for table in tables]))
         return frame.sort_values(["generation", "created_at"], kind="stable").reset_index(drop=True)
 
 
