@@ -276,9 +276,10 @@ def _explain_point(name: str, params: dict, parent: _Parent | None, move: tuple 
         return Proposal(name, params, parent.candidate_id, parent.reference_id, text)
     family = rows[(rows["template"] == name) & (rows["status"] == str(Status.OK)) & rows["geomean_us"].notna()]
     family = family.sort_values(["geomean_us", "candidate_id"], kind="stable")
-    evidence = f"TPE sample over {len(family)} timed points of {name}"
+    # With no point of the family passed yet, Optuna's TPE draws at random: say so rather than "over 0 points".
+    evidence = f"a random point of {name}, none of whose points has passed yet"
     if not family.empty:
-        evidence += f" (best {family['geomean_us'].iloc[0]:.1f} us)"
+        evidence = f"TPE sample over {len(family)} passed points of {name} (best {family['geomean_us'].iloc[0]:.1f} us)"
     if parent and parent.template.name == name:
         changes = ", ".join(f"{k} {parent.params[k]} -> {v}" for k, v in params.items() if parent.params[k] != v)
         text = f"{name}: {changes} vs parent {parent.candidate_id} ({_geomean(parent)}); {evidence}"
