@@ -31,6 +31,7 @@ from ksci.commands import (
 from ksci.evaluate.options import EnvironmentProblem
 from ksci.evaluate.toolchain import ToolchainMissing
 from ksci.evaluate.visibility import gpu_visible, visible_gpus
+from ksci.lineage.storage import check_store_root
 from ksci.problem.spec import DIALECT_OF_TARGET, ProblemError, load_problem
 from ksci.report.summary import format_evolution
 from ksci.run import DEFAULT_STORE, OVERLAP_RULE, RunLimits, RunSpec, new_run_name, overlap_allowed
@@ -211,6 +212,9 @@ def _check_evolve(args):
         raise UsageError("--max-candidates must be at least 1")
     if args.time_limit is not None and args.time_limit < 0:
         raise UsageError("--time-limit must be at least 0 minutes")
+    store_problem = check_store_root(args.store or DEFAULT_STORE, write=True)  # read-only, a file, memory://, ...
+    if store_problem:
+        raise UsageError(store_problem)
     if args.simulate is None and not gpu_visible(args.target):
         raise EnvironmentProblem(
             f"no {args.target} GPU is visible on this machine, so no kernel can be verified or timed "
