@@ -229,18 +229,29 @@ def cmd_runs(args) -> int:
 
 
 def _open_store(args):
+    """The store of --store (default data/runs), refused in one line if it cannot be read (check_store_root)."""
     from ksci import PROJECT_ROOT
+    from ksci.lineage.storage import check_store_root
     from ksci.lineage.store import LineageStore
 
-    return LineageStore(args.store or PROJECT_ROOT / "data" / "runs")
+    root = args.store or PROJECT_ROOT / "data" / "runs"
+    problem = check_store_root(root, write=False)
+    if problem:
+        raise UsageError(problem)
+    return LineageStore(root)
 
 
 def _read_run(args):
+    """The store and the run's rows; each damaged part skipped is named in a warning on stderr (and the rows of
+    every other part still read), so that `ksci status` and `ksci report` say what they left out."""
     store = _open_store(args)
     if args.run not in store.runs():
         known = ", ".join(store.runs()) or "none"
         raise UsageError(f"no run {args.run!r} in {store.root} (runs there: {known})")
-    return store, store.read(args.run)
+    lineage = store.read_lineage(args.run)
+    for warning in lineage.warnings():
+        print(f"ksci: warning: {warning}", file=sys.stderr)
+    return store, lineage.frame
 
 
 def cmd_import(args) -> int:

@@ -15,7 +15,7 @@ import pandas as pd
 
 from ksci.backends.simulated import SIMULATED_GPU
 from ksci.evaluate.results import Status
-from ksci.lineage.parts import part_files, read_part, to_pandas
+from ksci.lineage.parts import part_files, read_parts, to_pandas
 from ksci.lineage.store import KEY, LineageStore
 
 _COLUMNS = [*KEY, "problem", "target", "status", "geomean_us", "speedup_vs_vendor", "gpu", "fingerprint_json"]
@@ -62,14 +62,15 @@ def list_runs(store: LineageStore) -> RunListing:
 
 def _read_rows(store: LineageStore, run: str, warnings: list[str]) -> pd.DataFrame:
     storage = store.storage
+    parts = read_parts(storage, part_files(storage, storage.path(run, "candidates")))
+    warnings.extend(part.warning() for part in parts.skipped)
     frames = []
-    for path in part_files(storage, storage.path(run, "candidates")):
-        try:
-            table = read_part(storage, path)
-            present = [c for c in _COLUMNS if c in table.column_names]
-            frames.append(to_pandas(table.select(present + ["created_at"])))
-        except Exception as exc:  # any reader error: a truncated file, a foreign one, a missing column
-            warnings.append(f"skipped {path}: {type(exc).__name__}: {exc}")
+    for path, table in zip(parts.paths, parts.tables, strict=True):
+        if "created_at" not in table.column_names:  # a foreign Parquet file in the run's folder
+            warnings.append(f"skipped {path}: not a lineage part (no created_at column)")
+            continue
+        present = [c for c in _COLUMNS if c in table.column_names]
+        frames.append(to_pandas(table.select(present + ["created_at"])))
     if not frames:
         return pd.DataFrame()
     frame = pd.concat(frames, ignore_index=True)

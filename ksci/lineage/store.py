@@ -7,7 +7,8 @@ Layout under the store's root (see docs/lineage-schema.md for the columns):
 
 The root is a local folder or an fsspec URL (ksci.lineage.storage): every write goes to a hidden temp name and is then
 published under its real name, so a crash leaves no partial file that a reader would see, and concurrent writers
-(on one host or several sharing the store) never touch the same file.
+(on one host or several sharing the store) never touch the same file. A part damaged afterwards (cut short, emptied)
+is skipped with a warning naming it, and the other parts' rows still read (ksci.lineage.parts.read_parts).
 """
 
 from __future__ import annotations
@@ -22,7 +23,16 @@ import pyarrow as pa
 
 from ksci.evaluate.compile import source_hash
 from ksci.evaluate.results import Status, Verdict
-from ksci.lineage.parts import RESERVED_RUNS, check_run, part_files, read_part, to_pandas, write_part
+from ksci.lineage.parts import (
+    RESERVED_RUNS,
+    SkippedPart,
+    check_run,
+    log_skipped,
+    part_files,
+    read_parts,
+    to_pandas,
+    write_part,
+)
 from ksci.lineage.storage import Storage
 from ksci.problem.spec import shape_key
 
@@ -78,6 +88,17 @@ SCHEMA = pa.schema(
     ],
     metadata={_VERSION_METADATA: str(SCHEMA_VERSION).encode()},
 )
+
+
+@dataclass(frozen=True)
+class LineageRead:
+    """What `LineageStore.read_lineage` found: the rows of the parts that read, and the parts skipped as damaged."""
+
+    frame: pd.DataFrame
+    skipped: list[SkippedPart]
+
+    def warnings(self) -> list[str]:
+        return [part.warning() for part in self.skipped]
 
 
 class LineageVersionError(ValueError):
@@ -282,15 +303,24 @@ class LineageStore:
         return len(fresh)
 
     def read(self, run: str | None = None) -> pd.DataFrame:
-        """Every stored row (of one run, or of all), oldest first; an empty frame with the schema's columns if none."""
+        """Every stored row (of one run, or of all), oldest first; an empty frame with the schema's columns if none.
+        A damaged part is skipped and logged as a warning; read_lineage hands the skipped parts to the caller."""
+        lineage = self.read_lineage(run)
+        log_skipped(lineage.skipped)
+        return lineage.frame
+
+    def read_lineage(self, run: str | None = None) -> LineageRead:
+        """The rows of every part that reads (as `read`), and the parts that did not, for the caller to report."""
         runs = [run] if run is not None else self.runs()
-        tables = [_conform(self._read_part(p), p) for r in runs for p in self._parts(r)]
+        parts = read_parts(self.storage, [p for r in runs for p in self._parts(r)])
+        tables = [_conform(t, p) for t, p in zip(parts.tables, parts.paths, strict=True)]
         if not tables:
-            return empty_frame()
+            return LineageRead(empty_frame(), parts.skipped)
         frame = to_pandas(pa.concat_tables(tables))
         frame = frame.sort_values(["run", "generation", "created_at", "candidate_id"], kind="stable")
         # Two writers racing on the same row can both publish it; readers keep the first.
-        return frame.drop_duplicates(subset=list(KEY), keep="first").reset_index(drop=True)
+        frame = frame.drop_duplicates(subset=list(KEY), keep="first").reset_index(drop=True)
+        return LineageRead(frame, parts.skipped)
 
     def runs(self) -> list[str]:
         names = self.storage.folders(self.storage.root)
@@ -316,13 +346,13 @@ class LineageStore:
     def _parts(self, run: str) -> list[str]:
         return part_files(self.storage, self._run_dir(run))
 
-    def _read_part(self, path: str, columns: list[str] | None = None) -> pa.Table:
-        return read_part(self.storage, path, columns)
-
     def _keys(self, run: str) -> set[tuple[str, str, int]]:
+        """The keys already stored; a damaged part's rows count as not stored, so an append writes them again."""
         keys = set()
-        for path in self._parts(run):
-            columns = self._read_part(path, list(KEY)).to_pydict()
+        parts = read_parts(self.storage, self._parts(run), list(KEY))
+        log_skipped(parts.skipped)
+        for table in parts.tables:
+            columns = table.to_pydict()
             keys.update(zip(*(columns[k] for k in KEY), strict=True))
         return keys
 
