@@ -3,9 +3,10 @@ exponential backoff on a transient failure only (429, 5xx, timeouts, lost connec
 
 A cache hit sends nothing and records nothing, so rerunning a generation neither pays nor counts a call twice.
 The price table and the budget are left out of the cache key: changing them must not make finished calls run
-again. A call that got no reply fails the task (LlmCallFailed, TransientLlmCall), so that it is never cached and a
-rerun after raising the budget or fixing the key asks again; `ask` hands the caller an Answer either way, the
-failure in it as a value (ksci.errors).
+again. Only a usable answer is cached. A call that got no reply fails the task (LlmCallFailed, TransientLlmCall),
+and so does an unusable or truncated answer (UnusableAnswer, after its row is recorded): Prefect caches no failed
+task, so a rerun after raising the budget or fixing the key asks again, and a bad answer is never replayed into
+every rerun. `ask` hands the caller an Answer either way, the failure in it as a value (ksci.errors).
 """
 
 from __future__ import annotations
@@ -39,6 +40,18 @@ class TransientLlmCall(LlmCallFailed):
     """A call that may get a reply if asked again later: Prefect retries it."""
 
 
+class UnusableAnswer(RuntimeError):
+    """Raised inside the task only: an answer that came but cannot be used, which Prefect must not cache (nor
+    retry: the writer repairs it with the reason, the designer gets one second chance)."""
+
+    def __init__(self, answer: Answer) -> None:
+        super().__init__(answer)  # the answer is its only argument, so a pickled copy is whole
+        self.answer = answer
+
+    def __str__(self) -> str:
+        return f"{self.answer.failure} (recorded; not cached)"
+
+
 # Retry only what asking again can fix.
 retry_on_transient = retry_only_on(TransientLlmCall)
 
@@ -50,6 +63,8 @@ def ask_llm(
     answer = ask_stage(request, settings, ledger, price, budget)
     if answer.reply is None:
         raise (TransientLlmCall if answer.failure.transient else LlmCallFailed)(answer.failure)
+    if answer.failure is not None:
+        raise UnusableAnswer(answer)
     return answer
 
 
@@ -64,6 +79,8 @@ class PendingAnswer:
             return self.future.result()
         except LlmCallFailed as exc:
             return failed_call(exc.failure)
+        except UnusableAnswer as exc:
+            return exc.answer
 
 
 def ask(config: LlmConfig, request: StageRequest, ledger: Ledger) -> PendingAnswer:

@@ -67,10 +67,11 @@ def test_an_endpoint_without_structured_output_is_asked_again_in_plain_text(endp
     assert [r["status"] for r in server.requests] == [400, 200]
 
 
-def test_a_client_error_is_a_value_not_a_retry(endpoint):
-    _server, settings = endpoint([{"status": 401, "content": "bad key"}])
+@pytest.mark.parametrize(("status", "kind"), [(401, "auth"), (403, "auth"), (404, "http_404")])
+def test_a_client_error_is_a_value_not_a_retry(endpoint, status, kind):
+    _server, settings = endpoint([{"status": status, "content": "bad key"}])
     failure = chat(settings, MESSAGES, SCHEMA)
-    assert isinstance(failure, Failure) and failure.kind == "http_401" and not failure.transient
+    assert isinstance(failure, Failure) and failure.kind == kind and not failure.transient
 
 
 def test_ask_records_every_request_and_parses_malformed_truncated_and_good_answers(endpoint, tmp_path):

@@ -2,7 +2,9 @@
 
 Precedence: command-line options > environment variables > config file > defaults. The API key itself is never
 stored in any object here: only the *name* of the environment variable that holds it (`api_key_env`), which the
-client reads at call time. So nothing this module builds can leak the key into Parquet, logs or Prefect state.
+client reads at call time. A base URL's credentials (http://user:password@host/v1) are split off at once: `base_url`
+holds the URL without them, `url_credentials` holds them as a pydantic SecretStr, which Prefect's parameter encoder
+(and repr) write as "**********". So nothing this module builds can leak either into Parquet, logs or Prefect state.
 
 Environment: KSCI_LLM_BASE_URL (else OPENAI_BASE_URL), KSCI_LLM_API_KEY (else OPENAI_API_KEY), KSCI_LLM_MODEL,
 KSCI_LLM_CONFIG (path of the TOML file; default ./ksci.toml when it exists), KSCI_PROMPTS_DIR.
@@ -10,10 +12,15 @@ KSCI_LLM_CONFIG (path of the TOML file; default ./ksci.toml when it exists), KSC
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from pydantic import SecretStr
+
+from ksci.llm.secrets import split_credentials
 
 STAGES = ("selector", "designer", "writer", "findings")
 _STAGE_KEYS = {"model", "temperature", "max_tokens"}
@@ -26,6 +33,7 @@ _TOP_KEYS = {
     "timeout_s",
     "retries",
     "retry_delay_s",
+    "retry_after_cap_s",
     "repairs",
     "budget_tokens",
     "budget_usd",
@@ -58,13 +66,15 @@ class StageSettings:
     """Everything one stage's call depends on; a Prefect task input, so it is part of the cache key (no secret)."""
 
     stage: str
-    base_url: str | None
+    base_url: str | None  # without credentials
     api_key_env: str | None
     model: str
     temperature: float
     max_tokens: int
-    timeout_s: float
+    timeout_s: float  # the whole call's wall-clock deadline, not a per-read timeout
     structured_output: bool
+    url_credentials: SecretStr | None = None  # the base URL's user:password, never written out
+    retry_after_cap_s: float = 60.0  # the longest a 429's Retry-After is waited for before asking again
 
 
 @dataclass(frozen=True)
@@ -83,8 +93,9 @@ class Budget:
 
 @dataclass(frozen=True)
 class LlmConfig:
-    base_url: str | None = None
+    base_url: str | None = None  # without credentials (_build splits them off into url_credentials)
     api_key_env: str | None = None
+    url_credentials: SecretStr | None = None
     model: str | None = None
     stage_overrides: dict[str, dict] = field(default_factory=dict)
     temperature: float = 0.7
@@ -92,6 +103,7 @@ class LlmConfig:
     timeout_s: float = 300.0
     retries: int = 3  # Prefect task retries on 429, 5xx, timeouts and connection errors
     retry_delay_s: float = 5.0  # first backoff delay; it doubles on each retry
+    retry_after_cap_s: float = 60.0  # a 429's Retry-After is waited for, up to this long, before asking again
     repairs: int = 1  # writer repair attempts after a compile error, a wrong answer or an unusable answer
     budget: Budget = field(default_factory=Budget)
     prompts_dir: str | None = None
@@ -124,6 +136,8 @@ class LlmConfig:
             max_tokens=int(over.get("max_tokens", self.max_tokens)),
             timeout_s=self.timeout_s,
             structured_output=self.structured_output,
+            url_credentials=self.url_credentials,
+            retry_after_cap_s=self.retry_after_cap_s,
         )
 
     def price(self, model: str) -> Price | None:
@@ -181,6 +195,9 @@ def _build(values: dict, origin: str) -> LlmConfig:
             tokens=_optional(int, values.pop("budget_tokens", None)),
             usd=_optional(float, values.pop("budget_usd", None)),
         )
+        base_url, userinfo = split_credentials(values.get("base_url"))
+        values["base_url"] = base_url
+        values["url_credentials"] = SecretStr(userinfo) if userinfo else None
         config = LlmConfig(stage_overrides=stages, prices=prices, budget=budget, **values)
         config = replace(
             config,
@@ -189,14 +206,17 @@ def _build(values: dict, origin: str) -> LlmConfig:
             timeout_s=float(config.timeout_s),
             retries=int(config.retries),
             retry_delay_s=float(config.retry_delay_s),
+            retry_after_cap_s=float(config.retry_after_cap_s),
             repairs=int(config.repairs),
         )
     except (TypeError, KeyError, ValueError) as exc:
         if isinstance(exc, LlmConfigError):
             raise
         raise LlmConfigError(f"{origin}: bad LLM setting ({exc})") from exc
-    if config.retries < 0 or config.repairs < 0 or config.max_tokens < 1 or config.timeout_s <= 0:
+    if config.retries < 0 or config.repairs < 0 or config.max_tokens < 1 or not 0 < config.timeout_s < math.inf:
         raise LlmConfigError(f"{origin}: retries and repairs must be >= 0, max_tokens >= 1, timeout_s > 0")
+    if not 0 <= config.retry_after_cap_s < math.inf:
+        raise LlmConfigError(f"{origin}: retry_after_cap_s must be a number of seconds >= 0")
     return config
 
 

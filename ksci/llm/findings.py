@@ -13,6 +13,9 @@ from ksci.llm.request import StageRequest
 from ksci.problem.spec import Problem
 
 MAX_FINDINGS = 8
+FINDING_CHARS = 400  # a finding is a sentence or two; longer ones are cut (8 findings of 1 MB made an 8 MB prompt)
+EVIDENCE_CHARS = 300
+MAX_FINDING_LINES = 40  # the most recent findings shown to the designer and the findings stage
 KINDS = ("worked", "failed", "insight")
 
 SCHEMA = {
@@ -82,17 +85,24 @@ def parse_answer(text: str, context: dict) -> tuple[list[Finding] | None, str | 
     if problem:
         return None, problem
     findings = [
-        Finding(f["kind"], " ".join(f["text"].split()), " ".join(f["evidence"].split()))
+        Finding(f["kind"], _cut(f["text"], FINDING_CHARS), _cut(f["evidence"], EVIDENCE_CHARS))
         for f in value["findings"][:MAX_FINDINGS]
         if f["text"].strip()
     ]
     return findings, None
 
 
+def _cut(text: str, limit: int) -> str:
+    """One line of at most `limit` characters, an ellipsis marking a cut."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 def as_lines(frame: pd.DataFrame) -> list[str]:
-    """Stored findings as the lines the designer reads: '[generation 1, worked] text (evidence)'."""
+    """Stored findings as the lines the designer reads: '[generation 1, worked] text (evidence)', the most recent
+    MAX_FINDING_LINES, each cut to its length limit (rows stored before the limits were, too)."""
     lines = []
-    for _, row in frame.iterrows():
-        evidence = f" ({row['evidence']})" if row["evidence"] else ""
-        lines.append(f"[generation {row['generation']}, {row['kind']}] {row['text']}{evidence}")
+    for _, row in frame.tail(MAX_FINDING_LINES).iterrows():
+        evidence = f" ({_cut(row['evidence'], EVIDENCE_CHARS)})" if row["evidence"] else ""
+        lines.append(f"[generation {row['generation']}, {row['kind']}] {_cut(row['text'], FINDING_CHARS)}{evidence}")
     return lines

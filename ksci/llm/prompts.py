@@ -14,6 +14,9 @@ import jinja2
 from ksci import PROJECT_ROOT
 
 PROMPTS_DIR = PROJECT_ROOT / "templates" / "prompts"
+# The most a rendered message may hold (about 60k tokens): what each stage puts in is bounded (findings, listings,
+# feedback tails), and this bounds the sum, whatever the Base's source or an override template adds.
+MAX_MESSAGE_CHARS = 240_000
 
 
 @lru_cache(maxsize=8)
@@ -34,9 +37,18 @@ def render_messages(stage: str, values: dict, prompts_dir: str | Path | None = N
     override = prompts_dir or os.environ.get("KSCI_PROMPTS_DIR")
     env = _environment(str(override) if override else None)
     return [
-        {"role": role, "content": env.get_template(f"{stage}.{role}.j2").render(**values).strip() + "\n"}
+        {"role": role, "content": bounded(env.get_template(f"{stage}.{role}.j2").render(**values).strip()) + "\n"}
         for role in ("system", "user")
     ]
+
+
+def bounded(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """`text` within `limit` characters: its head and tail kept (instructions open a prompt, the task closes it),
+    the middle replaced by a line saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    keep = (limit - 100) // 2
+    return f"{text[:keep]}\n[... {len(text) - 2 * keep} characters left out of this prompt ...]\n{text[-keep:]}"
 
 
 def stage_marker(stage: str) -> str:

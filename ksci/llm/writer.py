@@ -17,6 +17,7 @@ from ksci.llm.knowledge import Knowledge
 from ksci.llm.parse import apply_edits, extract_code, parse_edits
 from ksci.llm.prompts import render_messages, stage_marker
 from ksci.llm.request import StageRequest
+from ksci.llm.secrets import safe_label
 from ksci.problem.spec import Problem, has_entry_point
 
 WRITER_TEMPLATES = PROJECT_ROOT / "templates" / "writer"
@@ -135,6 +136,13 @@ def parse_answer(text: str, context: dict) -> tuple[WrittenKernel | None, str | 
     return WrittenKernel(code.strip("\n") + "\n", form), None
 
 
+def comment_text(text: str, limit: int = 200) -> str:
+    """LLM text fit for a // comment: one line (a newline would end the comment and start code), no backslash (one
+    at the end continues the comment onto the next line), no control characters."""
+    line = " ".join(text.replace("\\", "/").split())
+    return "".join(c for c in line if c.isprintable())[:limit]
+
+
 def render_written(
     kernel: WrittenKernel,
     dialect: str,
@@ -144,7 +152,8 @@ def render_written(
     reference_id: str | None,
     attempt: int,
 ) -> str:
-    """The written code inside the dialect's harness template, with where it came from."""
+    """The written code inside the dialect's harness template, with where it came from: the model's name only as a
+    sanitised label (ksci.llm.secrets.safe_label), the plan's title as one comment line."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(WRITER_TEMPLATES),
         undefined=jinja2.StrictUndefined,
@@ -153,8 +162,8 @@ def render_written(
     return env.get_template(f"{dialect}.j2").render(
         code=kernel.code,
         form=kernel.form,
-        model=model,
-        plan_title=" ".join(plan.title.split()),
+        model=safe_label(model),
+        plan_title=comment_text(plan.title),
         parent_id=parent_id or "the reference",
         reference_id=reference_id or "none",
         attempt=attempt,

@@ -10,7 +10,7 @@ seeded by the tuning proposer. The LLM call (`steps.ask`), the submission and th
 What can go wrong, as values (ksci.errors.Failure inside each Answer): an unusable writer answer or a dead endpoint
 costs only that candidate; an unusable design ends the generation with no candidates (logged); a designer endpoint
 that stays down after the retries fails the generation (Proposed.failure), to be rerun; a spent budget ends the
-generation with what it has. Every request is a row of the run's llm_calls table; each candidate row carries its
+generation with what it has; a refused key (401/403) stops the run (LlmEndpointRefused: exit code 3, one line). Every request is a row of the run's llm_calls table; each candidate row carries its
 writer call's tokens and cost.
 """
 
@@ -25,6 +25,7 @@ from ksci.evaluate.results import Status, Verdict
 from ksci.lineage.store import CandidateMeta, LineageStore, LlmUsage
 from ksci.llm import designer, findings, selector, writer
 from ksci.llm.config import LlmConfig
+from ksci.llm.faults import Fault, LlmEndpointRefused
 from ksci.llm.knowledge import load_knowledge
 from ksci.llm.ledger import LlmLedger
 from ksci.llm.request import Answer, Ledger, StageRequest
@@ -68,6 +69,20 @@ class _Start:
         return self.bench.reference["id"] if self.bench.reference else None
 
 
+class _Asked:
+    """A call sent (steps.ask's pending answer); result() gives its Answer, but raises LlmEndpointRefused when the
+    endpoint refused the key: every later call would be refused too, so the run stops (exit code 3)."""
+
+    def __init__(self, pending) -> None:
+        self.pending = pending
+
+    def result(self) -> Answer:
+        answer = self.pending.result()
+        if answer.failure is not None and answer.reply is None and answer.failure.kind == Fault.AUTH:
+            raise LlmEndpointRefused(answer.failure)
+        return answer
+
+
 class ScientistProposer:
     def __init__(self, config: LlmConfig, seeds: Proposer) -> None:
         self.config, self.seeds = config, seeds
@@ -104,9 +119,9 @@ class ScientistProposer:
     def stop_reason(self, spec: RunSpec) -> str | None:
         return self.config.budget.exceeded(*LlmLedger(spec.store_root).spent(spec.run))
 
-    def _ask(self, context: GenerationContext, steps: Steps, request: StageRequest):
+    def _ask(self, context: GenerationContext, steps: Steps, request: StageRequest) -> _Asked:
         ledger = Ledger(context.spec.store_root, context.spec.run, context.generation)
-        return steps.ask(self.config, request, ledger)
+        return _Asked(steps.ask(self.config, request, ledger))
 
     def _start(self, context: GenerationContext, steps: Steps) -> _Start | Proposed:
         """Select the Base and Reference, design the plans; a Proposed when the generation ends here."""
