@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import UTC, datetime
 from functools import partial
 
 from ksci.errors import TRUNCATED, UNUSABLE, Failure
@@ -67,6 +68,7 @@ def ask_stage(
 def _send(request, settings, ledger: Ledger, store: LlmLedger, call: LlmCall, price, budget: Budget) -> Answer:
     """One request, sent only while the budget allows its maximum, recorded before its reservation is given back
     (a spent budget sends and records nothing)."""
+    call = replace(call, created_at=datetime.now(UTC))  # each request's own time: its row sorts after the one before
     need = call_maximum(request.messages, settings.max_tokens, price)
     spent = partial(store.spent, ledger.run)
     with RESERVATIONS.hold((str(ledger.root), ledger.run), budget, spent, need) as refused:

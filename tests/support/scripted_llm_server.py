@@ -13,8 +13,12 @@ Answer keys: content (text) or json (an object sent as its JSON text); finish_re
 HTTP error status instead of an answer); sleep (seconds to wait first, e.g. longer than the client's timeout);
 match (a substring, or a list of substrings, that the request's messages must all contain for this answer to be
 chosen); repeat (never used up).
+Misbehaviour, one way each (tests/test_llm_faults.py): headers (extra response headers, e.g. Retry-After); raw
+(a body sent as it is, e.g. HTML or broken JSON, with content_type); usage (replaces the made-up usage numbers);
+model (the model name answered); trickle (seconds between the body's bytes, sent one at a time).
 With options.refuse_response_format, a request that carries response_format gets a 400 naming it, like endpoints
-without structured output. Token counts in `usage` are len(text) / 4, rounded up: made up, not a tokenizer's.
+without structured output. With options.echo_key, every answer (its text, its model name and an error's message)
+carries the request's bearer key and basic-auth credentials, as a careless proxy or a model asked to could. Token counts in `usage` are len(text) / 4, rounded up: made up, not a tokenizer's.
 
     PYTHONPATH=tests python -m support.scripted_llm_server --script FILE --port 8000
 """
@@ -22,6 +26,7 @@ without structured output. Token counts in `usage` are len(text) / 4, rounded up
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import math
 import re
@@ -70,8 +75,12 @@ class ScriptedLlmServer:
         with self.lock:
             return sum(1 for r in self.requests if stage is None or r["stage"] == stage)
 
-    def choose(self, request: dict) -> tuple[int, dict]:
+    def choose(self, request: dict) -> tuple[int, dict | str]:
         """(HTTP status, body) for one chat completion request."""
+        return self.respond(request)[:2]
+
+    def respond(self, request: dict) -> tuple[int, dict | str, dict]:
+        """(HTTP status, body, the scripted answer: its headers, content_type, trickle) for one request."""
         messages = request.get("messages") or []
         text = "\n".join(str(m.get("content", "")) for m in messages)
         found = _STAGE.search(text)
@@ -79,14 +88,22 @@ class ScriptedLlmServer:
         with self.lock:
             if request.get("response_format") and self.options.get("refuse_response_format"):
                 self.requests.append({"stage": stage, "answer": None, "status": 400})
-                return 400, _error("response_format json_schema is not supported by this server", "invalid_request")
+                refusal = _error("response_format json_schema is not supported by this server", "invalid_request")
+                return 400, refusal, {}
             index, answer = self._next(stage, text)
             self.requests.append({"stage": stage, "answer": index, "status": answer.get("status", 200)})
+        if self.options.get("echo_key") and request.get("_auth"):
+            echoed = f" (you sent {request['_auth']})"
+            answer = {**answer, "content": answer.get("content", json.dumps(answer.get("json"))) + echoed}
+            answer["model"] = f"{answer.get('model', 'scripted')}{echoed}"
+            answer.pop("json", None)
         if answer.get("sleep"):
             time.sleep(float(answer["sleep"]))
         status = int(answer.get("status", 200))
         if status != 200:
-            return status, _error(answer.get("content", f"scripted error {status}"), "scripted")
+            return status, _error(answer.get("content", f"scripted error {status}"), "scripted"), answer
+        if "raw" in answer:
+            return 200, answer["raw"], answer
         content = answer["content"] if "content" in answer else json.dumps(answer.get("json"))
         prompt_tokens = math.ceil(len(text) / 4)
         completion_tokens = math.ceil(len(content) / 4)
@@ -94,7 +111,7 @@ class ScriptedLlmServer:
             "id": f"scripted-{len(self.requests)}",
             "object": "chat.completion",
             "created": int(time.time()),
-            "model": request.get("model", "scripted"),
+            "model": answer.get("model", request.get("model", "scripted")),
             "choices": [
                 {
                     "index": 0,
@@ -102,13 +119,16 @@ class ScriptedLlmServer:
                     "finish_reason": answer.get("finish_reason", "stop"),
                 }
             ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
+            "usage": answer.get(
+                "usage",
+                {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+            ),
         }
-        return 200, body
+        return 200, body, answer
 
     def _next(self, stage: str, text: str) -> tuple[int | None, dict]:
         for index, answer in enumerate(self.script.get(stage, [])):
@@ -121,6 +141,14 @@ class ScriptedLlmServer:
                 self.used[stage].add(index)
             return index, answer
         return None, {"status": 400, "content": f"scripted server: no scripted answer left for stage {stage!r}"}
+
+
+def _credentials(header: str) -> str:
+    """What the client authenticated with: a bearer key, or basic auth's user:password."""
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() == "basic":
+        return base64.b64decode(value).decode(errors="replace")
+    return value
 
 
 def _error(message: str, kind: str) -> dict:
@@ -145,16 +173,27 @@ def _handler(server: ScriptedLlmServer):
             except json.JSONDecodeError:
                 self._send(400, _error("request body is not JSON", "invalid_request"))
                 return
-            self._send(*server.choose(request))
+            request["_auth"] = _credentials(self.headers.get("Authorization", ""))
+            status, body, answer = server.respond(request)
+            self._send(status, body, answer)
 
-        def _send(self, status: int, body: dict) -> None:
-            data = json.dumps(body).encode()
+        def _send(self, status: int, body: dict | str, answer: dict | None = None) -> None:
+            answer = answer or {}
+            data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
             try:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", answer.get("content_type", "application/json"))
+                for name, value in answer.get("headers", {}).items():
+                    self.send_header(name, str(value))
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                if answer.get("trickle"):
+                    for byte in data:  # one byte at a time, `trickle` seconds apart
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(float(answer["trickle"]))
+                else:
+                    self.wfile.write(data)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (a scripted sleep past its timeout)
 
