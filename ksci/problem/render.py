@@ -25,13 +25,40 @@ def check_params(template: TemplateSpec, params: dict) -> dict:
 
 def render_kernel(template: TemplateSpec, params: dict | None = None) -> str:
     values = check_params(template, params or {})
+    header = _provenance(template, values)
+    try:
+        return header + _jinja_template(template).render(**values)
+    except jinja2.TemplateError as exc:
+        raise ProblemError(_template_failure(template, exc)) from None
+
+
+def check_template(template: TemplateSpec) -> None:
+    """Parse the template and what it includes, as rendering would: a Jinja syntax error or a missing file is a
+    ProblemError of one line (`ksci evolve` checks its dialect's templates before Prefect starts)."""
+    try:
+        _jinja_template(template)
+    except jinja2.TemplateError as exc:
+        raise ProblemError(_template_failure(template, exc)) from None
+
+
+def _jinja_template(template: TemplateSpec) -> jinja2.Template:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(template.path.parent),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
-    header = _provenance(template, values)
-    return header + env.get_template(template.path.name).render(**values)
+    return env.get_template(template.path.name)
+
+
+def _template_failure(template: TemplateSpec, exc: jinja2.TemplateError) -> str:
+    """`FILE:LINE: what Jinja says`, for the template itself or a file it includes."""
+    where = f"{template.dialect} template {template.name!r}"
+    if isinstance(exc, jinja2.TemplateSyntaxError):
+        path = exc.filename or str(template.path)
+        return f"{where}: {path}:{exc.lineno}: Jinja syntax error: {exc.message}"
+    if isinstance(exc, jinja2.TemplateNotFound):
+        return f"{where}: no template file {exc.name!r} in {template.path.parent}"
+    return f"{where}: {template.path}: {type(exc).__name__}: {exc}"
 
 
 def _provenance(template: TemplateSpec, values: dict) -> str:
