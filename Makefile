@@ -29,6 +29,8 @@ setup: $(BIN)/ksci
 	  apt-get update -qq && apt-get install -y -qq clang-19 lld-19 llvm-19 >/dev/null; }
 	@command -v chromium >/dev/null || { echo "installing Debian's chromium (report screenshot test)"; \
 	  apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { echo "installing Debian's postgresql (multi-worker check on PostgreSQL)"; \
+	  apt-get update -qq && apt-get install -y -qq postgresql >/dev/null; }
 
 lint: setup
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
