@@ -10,12 +10,21 @@ cap is exact: the generation that reaches it is given only the candidates left. 
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ksci import PROJECT_ROOT
 from ksci.evaluate.setup import EvaluationSetup
+from ksci.lineage.parts import check_run
 from ksci.lineage.store import LineageStore
+from ksci.problem.spec import TARGETS
+
+if TYPE_CHECKING:
+    from ksci.lineage.identity import RunIdentity
 
 DEFAULT_STORE = str(PROJECT_ROOT / "data" / "runs")
 PROPOSERS = ("tuning", "llm")
@@ -24,6 +33,8 @@ OVERLAP_RULE = (
     "just before it)"
 )
 LIMIT_PARAMETERS = ("max_candidates", "time_limit_s")  # RunLimits' fields, flat among a deployment's parameters
+MAX_RUN_NAME = 100  # a folder name of the store, with room for its files' names under most file systems' 255
+MAX_SEED = 2**32 - 1  # numpy's and Optuna's samplers take seeds in [0, 2**32)
 
 
 @dataclass(frozen=True)
@@ -34,8 +45,8 @@ class RunLimits:
     def __post_init__(self) -> None:
         if self.max_candidates is not None and self.max_candidates < 1:
             raise ValueError(f"max_candidates {self.max_candidates}: expected at least 1")
-        if self.time_limit_s is not None and self.time_limit_s < 0:
-            raise ValueError(f"time_limit_s {self.time_limit_s}: expected at least 0")
+        if self.time_limit_s is not None and not _finite_at_least(self.time_limit_s, 0):
+            raise ValueError(f"time_limit_s {self.time_limit_s}: expected a finite number, at least 0")
 
     def children(self, wanted: int, candidates: int) -> int:
         """How many children the next generation may have when the run holds (or has in flight) `candidates`."""
@@ -88,6 +99,15 @@ class RunSpec:
             raise ValueError(f"proposer {self.proposer!r}: expected 'tuning' or 'llm'")
         if not overlap_allowed(self.overlap, self.proposer):
             raise ValueError(f"overlap {self.overlap}: expected {OVERLAP_RULE}")
+        if self.target not in TARGETS:
+            raise ValueError(f"target {self.target!r}: expected {' or '.join(TARGETS)}")
+        wrong = (
+            run_name_problem(self.run)
+            or strategy_problem(self.strategy)
+            or counts_problem(self.generations, self.children, self.seed)
+        )
+        if wrong:
+            raise ValueError(wrong)
         object.__setattr__(self, "gpus", tuple(self.gpus))  # a list from JSON parameters, or from a caller
 
     def evaluation(self) -> EvaluationSetup:
@@ -99,6 +119,15 @@ class RunSpec:
         """Whether each generation is a flow run of the generation deployment (not with overlap: those generations
         hand proposals to each other in one process)."""
         return self.generation_deployment is not None and not self.overlap
+
+    def identity(self) -> RunIdentity:
+        """What makes this run this run (problem, target, settings, template hashes): ksci.lineage.identity."""
+        from ksci.lineage.identity import identity_of
+        from ksci.problem.spec import load_problem
+
+        return identity_of(
+            load_problem(self.problem), self.target, self.arch, self.proposer, self.strategy, self.simulate
+        )
 
     def with_children(self, children: int) -> RunSpec:
         return replace(self, children=children)
@@ -118,6 +147,73 @@ class RunSpec:
         values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "limits"}
         limits = {name: getattr(self.limits, name) for name in LIMIT_PARAMETERS}
         return {**values, "gpus": list(self.gpus), **limits}
+
+
+# The checks of an evolve command's settings, each the reason in one line or None: called by RunSpec (so that a
+# deployment's parameters are checked too) and by the command line before Prefect starts (ksci.cli._check_evolve),
+# where they used to fail late (a bad strategy in the first generation) or never (a run named ../escape).
+
+
+def run_name_problem(run: str | None) -> str | None:
+    """A run names a folder of the store: no path, no hidden or reserved folder, not empty."""
+    try:
+        check_run(run or "")
+    except ValueError as exc:
+        return str(exc)
+    if len(run) > MAX_RUN_NAME:
+        return f"invalid run name {run[:20]!r}...: at most {MAX_RUN_NAME} characters"
+    return None
+
+
+def strategy_problem(strategy: str) -> str | None:
+    from ksci.proposers.select import STRATEGIES
+
+    if strategy in STRATEGIES:
+        return None
+    return f"strategy {strategy!r}: expected one of {', '.join(sorted(STRATEGIES))}"
+
+
+def counts_problem(generations: int, children: int, seed: int) -> str | None:
+    if generations < 1 or children < 1:
+        return f"generations {generations} and children {children}: expected at least 1 each"
+    if not 0 <= seed <= MAX_SEED:
+        return f"seed {seed}: expected 0 to {MAX_SEED}"
+    return None
+
+
+def limits_problem(max_candidates: int | None, time_limit_min: float | None) -> str | None:
+    """The command line's limits: a candidate count and minutes (nan, inf and negative refused)."""
+    if max_candidates is not None and max_candidates < 1:
+        return f"candidate limit {max_candidates}: expected at least 1"
+    if time_limit_min is not None and not _finite_at_least(time_limit_min, 0):
+        return f"time limit {time_limit_min} minutes: expected a finite number, 0 or more"
+    return None
+
+
+def budget_problem(tokens: int | None, usd: float | None) -> str | None:
+    """An LLM budget that could never be spent sensibly: 0 or fewer tokens, a negative, NaN or infinite amount."""
+    if tokens is not None and tokens < 1:
+        return f"token budget {tokens}: expected at least 1 token"
+    if usd is not None and not (_finite_at_least(usd, 0) and usd > 0):
+        return f"money budget {usd} USD: expected a finite amount above 0"
+    return None
+
+
+def output_file_problem(path: Path) -> str | None:
+    """Why `path` cannot be written (no such folder, a folder itself, not writable), checked before the work that
+    produces its content; None when it can be."""
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        return f"{path} is a folder; give a file name"
+    if not folder.is_dir():
+        return f"cannot write {path}: no folder {folder}"
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return f"cannot write {path}: permission denied"
+    return None
+
+
+def _finite_at_least(value: float, low: float) -> bool:
+    return math.isfinite(value) and value >= low
 
 
 def new_run_name(problem: str, target: str) -> str:
