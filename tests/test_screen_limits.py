@@ -102,6 +102,24 @@ def test_an_oversized_source_is_rejected_and_never_compiled(tmp_path):
     assert not (tmp_path / "cache").exists()
 
 
+def test_an_oversized_cuda_source_bound_for_rocm_is_refused_before_hipify(tmp_path, monkeypatch):
+    """The size limit comes before hipify: a 2 MB CUDA source for ROCm is rejected by the screen, with its limit
+    message, and hipify-perl never reads it."""
+    from ksci.evaluate import stages
+
+    def hipify_called(source):
+        raise AssertionError("hipify ran on a source over the size limit")
+
+    monkeypatch.setattr(stages, "hipify_source", hipify_called)
+    problem = load_problem("fp8_gemm")
+    cuda = next(path for path in sorted(problem.solutions("correct")) if path.suffix == ".cu").read_text()
+    source = cuda + "// " + "x" * (2 * MAX_SOURCE_BYTES) + "\n"
+    options = EvaluationOptions(target="rocm", arch="gfx942", cache_dir=tmp_path / "cache")
+    verdict = evaluate_source(problem, source, options)
+    assert verdict.status == Status.REJECTED and "limit of 1,048,576 bytes (1 MiB)" in verdict.message
+    assert not (tmp_path / "cache").exists()
+
+
 # The expressions the linear scans replace, to check that they find the same things.
 _TOKEN = re.compile(r'//[^\n]*|/\*.*?\*/|(?:u8|[uUL])?"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
 _DECLARATION = re.compile(

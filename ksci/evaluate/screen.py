@@ -213,6 +213,11 @@ def screen_source(source: str) -> ScreenResult:
     return _found(source, lines, position, why)
 
 
+def source_too_large(source: str) -> bool:
+    """Over MAX_SOURCE_BYTES: refused by the screen unread, and not handed to hipify before it (stages.prepare)."""
+    return _size_over_limit(source) is not None
+
+
 def _size_over_limit(source: str) -> int | None:
     """The source's size in UTF-8 bytes when over the limit (a longer string is over it without encoding)."""
     if len(source) > MAX_SOURCE_BYTES:

@@ -1,6 +1,6 @@
 """The stage functions of an evaluation on this host's toolchains and GPUs, each a value in and a value out:
-prepare (entry point, hipify), compile (screen, compiler, library check), run the phases in the harness child
-(verify and/or time, then classify), and the baselines alone.
+prepare (size limit, entry point, hipify), compile (screen, sandboxed compiler, library check), run the phases in
+the harness child (verify and/or time, then classify), and the baselines alone.
 
 ksci/evaluate/pipeline.py orders them (through a Backend, ksci/backends/); ksci/backends/real.py is the backend
 built from them. Candidate failures come back as values (a CompileResult not ok, a Verdict); problems of the
@@ -25,7 +25,8 @@ from ksci.evaluate.hipify import hipify_source, looks_like_cuda
 from ksci.evaluate.libcheck import check_library
 from ksci.evaluate.options import EnvironmentProblem, EvaluationOptions
 from ksci.evaluate.results import CompileResult, Status, Verdict
-from ksci.evaluate.screen import screen_source
+from ksci.evaluate.sandbox import require_sandbox
+from ksci.evaluate.screen import screen_source, source_too_large
 from ksci.evaluate.toolchain import default_arch, find_toolchain
 from ksci.problem.spec import Problem, has_entry_point
 
@@ -43,7 +44,10 @@ class PreparedSource:
 
 
 def prepare(problem: Problem, source: str, target: str) -> PreparedSource:
-    """Check the entry point; hipify CUDA code bound for ROCm, naming the converter and what it left."""
+    """Check the entry point; hipify CUDA code bound for ROCm, naming the converter and what it left. A source over
+    the screen's size limit is passed on untouched, for the screen to refuse: nothing reads it before that."""
+    if source_too_large(source):
+        return PreparedSource(source, True)
     if not has_entry_point(source, problem.entry_name):
         return PreparedSource(
             source, False, f'the source does not define the entry point extern "C" {problem.entry_name}(...)'
@@ -72,15 +76,24 @@ def _not_compiled(options: EvaluationOptions, log: str, rejected: str = "") -> C
     )
 
 
-def compile_candidate(source: str, options: EvaluationOptions) -> CompileResult:
-    """Screen the source (ksci.evaluate.screen), compile it, then inspect the library (ksci.evaluate.libcheck).
-
-    A source the screen rejects is never handed to the compiler; a library that imports or runs at load time
-    anything outside the allowlist is rejected before any harness loads it."""
+def screen_refusal(source: str, options: EvaluationOptions) -> CompileResult | None:
+    """The compile result of a source the static screen refuses (status rejected), or None: the first step of
+    every backend's compile, the simulator's too, so that a run with --simulate refuses what a real one does."""
     screened = screen_source(source)
-    if not screened.ok:
-        return _not_compiled(options, screened.message, rejected=screened.message)
+    return None if screened.ok else _not_compiled(options, screened.message, rejected=screened.message)
+
+
+def compile_candidate(source: str, options: EvaluationOptions) -> CompileResult:
+    """Screen the source (ksci.evaluate.screen), compile it in the sandbox (ksci.evaluate.sandbox), then inspect
+    the library (ksci.evaluate.libcheck).
+
+    A source the screen rejects is never handed to the compiler; where no sandbox can be made (and the user did not
+    opt out) no source is, and EnvironmentProblem says why in one line; a library that imports or runs at load time
+    anything outside the allowlist is rejected before any harness loads it."""
+    if (refused := screen_refusal(source, options)) is not None:
+        return refused
     toolchain = find_toolchain(options.target)
+    require_sandbox()
     arch = options.arch or default_arch(options.target)
     compiled = compile_source(source, toolchain, arch, Path(options.cache_dir))
     if compiled.ok and compiled.library:

@@ -1,16 +1,40 @@
-"""Limits the harness child puts on itself before it loads a candidate: resource limits and no network.
+"""The harness child's confinement: the files it can see (set up before it starts, `confined_child`), then the
+limits it puts on itself before it loads a candidate (resource limits, no network).
 
-Applied in the child rather than in a preexec_fn, because the parent may be a threaded Prefect worker (where
-preexec_fn is unsafe) and because the child knows when the GPU runtime is up: every limit here was chosen to
-leave CUDA and ROCm working (see docs/threat-model.md). Nothing here fails the run when the OS refuses it;
-what was applied is reported in the fingerprint.
+The child starts inside the same kind of sandbox as the compiler (ksci/evaluate/sandbox.py): new user, mount, PID,
+IPC and UTS namespaces and a root of bind mounts holding the system's software, the Python it runs (prefix,
+site-packages), the project's `ksci` package and problem folders, read-only, its scratch folder writable, the GPU's
+device files, /sys read-only and a /proc of its own PID namespace. /etc/passwd, /root (but the Python under it), the
+home folder, the project's .env and data/ do not exist there. Its network is dropped by the child itself once the
+GPU runtime is up (`drop_network`). Where no sandbox can be made the child is not started (EnvironmentProblem, one
+line) unless KSCI_UNSANDBOXED_HARNESS=1; a set-up that fails on a GPU host ends the child before it reports
+"started", which the parent reports as "the harness did not start (exit 125): ksci sandbox: ...".
+
+The limits are applied in the child rather than in a preexec_fn, because the parent may be a threaded Prefect
+worker (where preexec_fn is unsafe) and because the child knows when the GPU runtime is up: every limit here was
+chosen to leave CUDA and ROCm working (see docs/threat-model.md). Nothing here fails the run when the OS refuses
+it; what was applied is reported in the fingerprint.
 """
 
 from __future__ import annotations
 
 import ctypes
+import glob
 import os
 import resource
+import site
+import sys
+from pathlib import Path
+
+from ksci import PROJECT_ROOT
+from ksci.evaluate.options import EnvironmentProblem
+from ksci.evaluate.sandbox import DEVICES, SandboxStatus, sandbox_status, toolchain_paths, wrap
+from ksci.problem.spec import problem_dirs
+
+OPT_OUT = "KSCI_UNSANDBOXED_HARNESS"
+# The GPU's device files (NVIDIA's, and ROCm's kfd and render nodes), bound one by one: never /dev whole, which
+# holds the disks.
+GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri", "/dev/kfd")
 
 CLONE_NEWNET = 0x40000000
 FILE_SIZE_LIMIT = 64 * 2**20  # no kernel has a reason to write a file; this bounds one that does
@@ -52,3 +76,44 @@ def drop_network() -> str:
     if libc.unshare(CLONE_NEWNET) == 0:
         return "isolated (empty network namespace)"
     return f"not isolated: unshare(CLONE_NEWNET) failed: {os.strerror(ctypes.get_errno())}"
+
+
+def confined_child(argv: list[str], scratch: Path, env: dict[str, str]) -> list[str]:
+    """`argv` (the harness child, run in `scratch` with environment `env`) as it starts in its sandbox; unchanged
+    where the user opted out. Raises EnvironmentProblem (one line) where no sandbox can be made."""
+    if os.environ.get(OPT_OUT, "").strip().lower() in {"1", "true", "yes"}:
+        return argv
+    status = sandbox_status()
+    if not status.ok:
+        raise EnvironmentProblem(_refusal(status))
+    devices = (*DEVICES, *(d for pattern in GPU_DEVICES for d in sorted(glob.glob(pattern))))
+    read_only = [*toolchain_paths([]), "/sys", *python_paths(), str(PROJECT_ROOT / "ksci")]
+    read_only += [str(d) for d in problem_dirs()]
+    return wrap(argv, read_only, [str(scratch)], cwd=str(scratch), env=env, devices=devices, proc=True, network=True)
+
+
+def python_paths() -> list[str]:
+    """The folders the child's Python imports from: its prefixes, its interpreter's folder, site-packages and the
+    search path, less any folder that holds the project's data/ or .env (the project root is replaced by its
+    `ksci` package, bound on its own)."""
+    private = [PROJECT_ROOT / "data", PROJECT_ROOT / ".env", Path.home()]
+    candidates = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))]
+    candidates += [*site.getsitepackages(), *sys.path]
+    kept = []
+    for path in filter(None, candidates):
+        resolved = Path(path).resolve()
+        if resolved.is_dir() and not any(_holds(resolved, p) for p in private):
+            kept.append(str(resolved))
+    return list(dict.fromkeys(kept))
+
+
+def _holds(folder: Path, path: Path) -> bool:
+    """`path` is `folder` or inside it."""
+    return path == folder or folder in path.parents
+
+
+def _refusal(status: SandboxStatus) -> str:
+    return (
+        f"cannot sandbox the harness child on this host ({status.reason}); candidates are not run unconfined: "
+        f"set {OPT_OUT}=1 to run them without it (a kernel's host code can then read any file you can)"
+    )
