@@ -10,7 +10,8 @@ to find. A source may carry a simulator directive line, `// ksci-simulate: compi
 to be simulated as failing that way: tests of the LLM writer's repair path use it.
 KSCI_SIMULATE_HOLD_S (seconds, default 0) makes each simulated run keep its GPU slot that long, as a real harness
 does for seconds: tests that must catch a candidate holding a slot (tests/test_faults.py) set it.
-SimulatedBackend is the simulator as a Backend (ksci/backends/__init__.py), the one a run with `simulate` gets.
+SimulatedBackend is the simulator as a Backend (ksci/backends/__init__.py), the one a run with `simulate` gets; its
+compile screens the source as the real one does (ksci.evaluate.stages.screen_refusal).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 from ksci.evaluate.compile import source_hash
 from ksci.evaluate.options import EnvironmentProblem, EvaluationOptions
 from ksci.evaluate.results import CompileResult, ShapeTiming, Status, Timing, Verdict, geomean
+from ksci.evaluate.stages import screen_refusal
 from ksci.problem.compose import composed_plan
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import Problem, ProblemError, shape_key
@@ -154,6 +156,10 @@ class SimulatedBackend:
         return "simulator"
 
     def compile(self, source: str, options: EvaluationOptions) -> CompileResult:
+        """The static screen first, as on the real path (a source it refuses is rejected, with the same message),
+        then the simulated compile; no compiler runs, so there is nothing to sandbox."""
+        if (refused := screen_refusal(source, options)) is not None:
+            return refused
         return Simulator(self.recording).compile(source, options.target, options.arch or "simulated")
 
     def runner(
