@@ -13,12 +13,13 @@ import json
 import sys
 from pathlib import Path
 
-from ksci.evaluate.hipify import find_hipify, hipify_source
-from ksci.evaluate.options import EvaluationOptions
+from ksci.evaluate.compile import compile_source, name_source, with_source_name
+from ksci.evaluate.hipify import LEFT_CUDA_ONLY, REFUSED, find_hipify, hipify_source, looks_like_cuda
+from ksci.evaluate.options import DEFAULT_CACHE_DIR, EvaluationOptions
 from ksci.evaluate.pipeline import evaluate_source
-from ksci.evaluate.results import Status
-from ksci.evaluate.stages import measure_baselines
-from ksci.evaluate.toolchain import ToolchainMissing
+from ksci.evaluate.results import HipifyResult, Status
+from ksci.evaluate.stages import first_error, measure_baselines
+from ksci.evaluate.toolchain import ToolchainMissing, default_arch, find_toolchain
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import (
     DIALECT_OF_TARGET,
@@ -102,9 +103,14 @@ def add_run_and_porting_commands(sub) -> None:
     p.add_argument("--force", action="store_true", help="replace a problem of that name in --dest")
     p.set_defaults(handler=cmd_import)
 
-    p = sub.add_parser("port", help="convert a CUDA kernel to HIP (hipify-clang, else hipify-perl, else torch's)")
+    p = sub.add_parser(
+        "port",
+        help="convert a CUDA kernel to HIP (hipify-clang, else hipify-perl, else torch's) and compile the result; "
+        "exit 0 only when it compiles",
+    )
     p.add_argument("file", type=Path, help="the CUDA source (.cu)")
     p.add_argument("-o", "--output", type=Path, help="where to write the HIP source (default: FILE.hip)")
+    p.add_argument("--arch", help="the AMD architecture to compile for (default: the GPU's own, else gfx942)")
     p.set_defaults(handler=cmd_port)
 
 
@@ -160,6 +166,9 @@ def cmd_evaluate(args) -> int:
         timeout_s=args.timeout,
     )
     verdict = evaluate_source(problem, source, options)
+    if verdict.compile and not (args.target == "rocm" and looks_like_cuda(source)):  # converted: kernel.hip's lines
+        name_source(verdict.compile, str(args.source))
+        verdict.message = with_source_name(verdict.message, str(args.source))
     print(json.dumps(verdict.to_dict(), indent=1) if args.json else format_verdict(verdict))
     return EXIT_OK if verdict.status in (Status.OK, Status.COMPILED) else EXIT_FAILED
 
@@ -276,6 +285,10 @@ def cmd_import(args) -> int:
 
 
 def cmd_port(args) -> int:
+    """Convert, write the HIP source, then compile it as the evaluation would (its toolchain, flags and cache).
+
+    Exit 0 only for output that compiles; 1, naming what was left unconverted or the first compiler error, for a
+    source that cannot be converted (nothing written) or whose conversion does not compile (written, to edit)."""
     source = _read_source(args.file)
     tools = find_hipify()
     if not tools:
@@ -283,16 +296,45 @@ def cmd_port(args) -> int:
             "no CUDA-to-HIP converter: neither hipify-clang nor hipify-perl is on PATH (ROCm installs them in "
             "/opt/rocm/bin), and torch (torch.utils.hipify) is not installed"
         )
-    result = hipify_source(source, tools)
-    if not result.ok:
-        print(f"ksci: cannot convert {args.file}:\n{result.log.strip()}", file=sys.stderr)
+    converted = hipify_source(source, tools)
+    if not converted.ok:
+        print(
+            f"ksci: cannot convert {args.file} to HIP (nothing written): {_conversion_failure(converted)}",
+            file=sys.stderr,
+        )
         return EXIT_FAILED
     output = args.output or args.file.with_suffix(".hip")
-    output.write_text(result.source)
-    print(f"wrote {output} (converted with {result.tool})")
-    for name in result.unconverted:
-        print(f"warning: left unconverted: {name}", file=sys.stderr)
+    output.write_text(converted.source)
+    names = ", ".join(converted.unconverted)
+    left = f"; left unconverted: {names}" if names else ""
+    arch = args.arch or default_arch("rocm")
+    try:
+        toolchain = find_toolchain("rocm", arch)
+    except ToolchainMissing as exc:
+        raise ToolchainMissing(
+            f"wrote {output} (converted with {converted.tool}{left}) but cannot compile it: {exc}"
+        ) from exc
+    compiled = compile_source(converted.source, toolchain, arch, DEFAULT_CACHE_DIR, source_name=str(output))
+    if not compiled.ok:
+        print(
+            f"ksci: wrote {output} (converted with {converted.tool}{left}), but it does not compile for {arch} "
+            f"({toolchain.version}):\n  {first_error(compiled.log)}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    print(f"wrote {output} (converted with {converted.tool}; compiles for {arch}: {toolchain.version})")
+    if names:
+        print(f"note: CUDA names left as they were, which the HIP headers accept: {names}", file=sys.stderr)
     return EXIT_OK
+
+
+def _conversion_failure(converted: HipifyResult) -> str:
+    """The reason in one line: the refusal, or what the last converter left (the report's last line); when a
+    converter failed otherwise, each one's output below."""
+    lines = [line for line in converted.log.strip().splitlines() if line.strip()] or ["no output"]
+    if len(lines) == 1 or LEFT_CUDA_ONLY in lines[-1]:
+        return lines[-1].removeprefix(REFUSED)
+    return "every converter failed:\n" + "\n".join(f"  {line}" for line in lines)
 
 
 def _read_source(path: Path) -> str:

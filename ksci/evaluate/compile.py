@@ -8,6 +8,10 @@ removed), a newline ends a preprocessor directive, and `__LINE__` sees every lin
 or collapsed whitespace gave one library to two different programs. The same key (`source_hash`) names the
 candidate in the lineage (`ksci.lineage.store.candidate_id_of`), so two sources that differ only in comments are two
 candidates there too; each was compiled and measured as written.
+
+The compiler's messages name the source as `kernel.cu:8` (or `kernel.hip:8`), not by the cache's work folder: a
+path that changes with every build would make two logs of one program differ and means nothing to the reader.
+Whoever knows the file the source came from names it (`compile_source(source_name=...)`, `name_source`).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -23,10 +28,16 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ksci.evaluate.results import CompileResult, KernelResources
-from ksci.evaluate.toolchain import Toolchain
+from ksci.evaluate.toolchain import Toolchain, demangle_names
 from ksci.problem.spec import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT
 
 COMPILE_TIMEOUT_S = 300
+# The compiled source as a compiler names it: before a line number, `/x/.key-abc/kernel.cu(8)` (nvcc),
+# `/x/.key-abc/kernel.hip:47:47` (clang), or by its whole path in quotes (nvcc's `1 error detected in the
+# compilation of "/x/.key-abc/kernel.cu"`); the folder is the cache's work folder, or wherever a sandbox put it.
+_COMPILED_SOURCE = re.compile(
+    r"(?<![\w.])(?:/[^\s:'\"()]*)?/?(kernel\.(?:cu|hip))(?=[:(]\d)|(?<=\")(?:/[^\s\"]*/)?(kernel\.(?:cu|hip))(?=\")"
+)
 
 
 def source_hash(source: str) -> str:
@@ -48,12 +59,15 @@ def compile_source(
     cache_dir: Path,
     flags: tuple[str, ...] = (),
     timeout_s: float = COMPILE_TIMEOUT_S,
+    source_name: str | None = None,
 ) -> CompileResult:
-    """Build `source` into `<cache_dir>/<key>/kernel.so`; a hit returns the stored result (cached=True)."""
+    """Build `source` into `<cache_dir>/<key>/kernel.so`; a hit returns the stored result (cached=True).
+
+    `source_name`: the file the source came from, for the compiler's messages (default `kernel.cu`/`kernel.hip`)."""
     key = cache_key(source, toolchain, arch, flags)
     entry = cache_dir / key
     if (entry / "result.json").is_file():
-        return _load_cached(entry)
+        return name_source(_load_cached(entry), source_name)
     cache_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=cache_dir))
     src = work / f"kernel{SUFFIX_OF_DIALECT[DIALECT_OF_TARGET[toolchain.target]]}"
@@ -61,14 +75,32 @@ def compile_source(
     command = toolchain.command(str(src), str(work / "kernel.so"), arch, flags)
     result = _run_compiler(command, toolchain, arch, work, timeout_s)
     result.source_hash = source_hash(source)
+    result.log = _COMPILED_SOURCE.sub(_bare_name, result.log)  # stored without the work folder, which is renamed below
     (work / "result.json").write_text(json.dumps(asdict(result), indent=1))
     try:
         os.rename(work, entry)  # atomic publish; a concurrent twin may have won the race
     except OSError:
         shutil.rmtree(work, ignore_errors=True)
-        return _load_cached(entry)
+        return name_source(_load_cached(entry), source_name)
     result.library = str(entry / "kernel.so") if result.ok else None
+    return name_source(result, source_name)
+
+
+def name_source(result: CompileResult, source_name: str | None) -> CompileResult:
+    """The result with the compiler's messages naming `source_name` (the user's file) where they name the
+    compiled source; unchanged without one."""
+    if source_name:
+        result.log = with_source_name(result.log, source_name)
     return result
+
+
+def _bare_name(match: re.Match) -> str:
+    return match.group(1) or match.group(2)
+
+
+def with_source_name(text: str, source_name: str) -> str:
+    """`text` (a compile log, or a line of one) with `source_name` where it names the compiled source."""
+    return _COMPILED_SOURCE.sub(lambda _: source_name, text)
 
 
 def _run_compiler(command: list[str], toolchain: Toolchain, arch: str, work: Path, timeout_s: float) -> CompileResult:
@@ -95,7 +127,9 @@ def _run_compiler(command: list[str], toolchain: Toolchain, arch: str, work: Pat
 
 def _load_cached(entry: Path) -> CompileResult:
     data = json.loads((entry / "result.json").read_text())
-    data["resources"] = [KernelResources(**r) for r in data["resources"]]
+    # Entries stored before the log named the source as kernel.cu and before kernel names were demangled.
+    data["resources"] = demangle_names([KernelResources(**r) for r in data["resources"]])
+    data["log"] = _COMPILED_SOURCE.sub(_bare_name, data["log"])
     result = CompileResult(**data)
     result.library = str(entry / "kernel.so") if result.ok else None
     result.cached = True

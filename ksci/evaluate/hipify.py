@@ -25,6 +25,8 @@ from ksci.evaluate.results import HipifyResult
 
 TORCH = "torch.utils.hipify"
 TOOLS = ("hipify-clang", "hipify-perl", TORCH)
+LEFT_CUDA_ONLY = "left CUDA-only code it has no mapping for"  # a converter's output that kept a CUDA header
+REFUSED = "cannot be converted to HIP: "  # a source with constructs no converter can carry over
 _SEARCH_PATH = ["/opt/rocm/bin", "/opt/rocm/hip/bin"]
 # CUDA runtime/driver API names, CUDA-only types and intrinsics, and CUDA headers.
 _CUDA_LEFTOVER = re.compile(
@@ -61,6 +63,8 @@ with tempfile.TemporaryDirectory() as tmp:
         if result.hipified_path:
             pathlib.Path(out).write_text(pathlib.Path(result.hipified_path).read_text())
 """
+# ECMA-48 control sequences (colours, cursor moves) and operating-system commands (titles, links).
+_TERMINAL_CODES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _CUDA_INCLUDE = re.compile(r"#include\s*[<\"](?:cuda\w*|cublas\w*|mma|cooperative_groups/\w+)(?:\.h)?[>\"]")
 
 
@@ -141,7 +145,7 @@ def refusal(source: str) -> HipifyResult | None:
     blocked = without_hip_equivalent(source)
     if not blocked:
         return None
-    return HipifyResult(False, source, None, log="cannot be converted to HIP: " + "; ".join(blocked))
+    return HipifyResult(False, source, None, log=REFUSED + "; ".join(blocked))
 
 
 def hipify_with_torch(sources: list[str], timeout_s: float = 300) -> list[HipifyResult]:
@@ -153,7 +157,7 @@ def hipify_with_torch(sources: list[str], timeout_s: float = 300) -> list[Hipify
             argv += [str(Path(tmp) / f"in{i}.cu"), str(Path(tmp) / f"out{i}.hip")]
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, cwd=tmp)
-            log = f"$ {TORCH}\n{proc.stdout}{proc.stderr}"
+            log = f"$ {TORCH}\n{plain_text(proc.stdout + proc.stderr)}"
         except subprocess.TimeoutExpired:
             log = f"{TORCH}: timed out after {timeout_s:.0f} s"
         outs = [Path(tmp) / f"out{i}.hip" for i in range(len(sources))]
@@ -174,10 +178,18 @@ def _run_tool(tool: str, source: str, timeout_s: float) -> HipifyResult:
             proc = subprocess.run(_command(tool, src, out), capture_output=True, text=True, timeout=timeout_s, cwd=tmp)
         except subprocess.TimeoutExpired:
             return _failed(source, f"{name}: timed out after {timeout_s:.0f} s")
-        log = f"$ {name} {src.name}\n{proc.stdout}{proc.stderr}"
+        log = f"$ {name} {src.name}\n{plain_text(proc.stdout + proc.stderr)}"
         if proc.returncode == 0 and out.is_file() and out.stat().st_size > 0:
             return _converted(name, source, out.read_text(), log)
         return _failed(source, log)
+
+
+def plain_text(output: str) -> str:
+    """A converter's output without its terminal codes (torch's prints its last line in green): the log goes to
+    the terminal's one-line errors, JSON verdicts and prompts, where the codes are noise. A regular expression for
+    the escape sequences (CSI, OSC) and not rich's Text.from_ansi, which also plays carriage returns and so drops
+    the text before one."""
+    return _TERMINAL_CODES.sub("", output)
 
 
 def _converted(tool: str, source: str, converted: str, log: str) -> HipifyResult:
@@ -185,7 +197,7 @@ def _converted(tool: str, source: str, converted: str, log: str) -> HipifyResult
     leftovers = unconverted_identifiers(converted)
     headers = [m.group(0) for m in _CUDA_INCLUDE.finditer(converted)]
     if headers:
-        why = f"{tool} left CUDA-only code it has no mapping for: {', '.join(leftovers)}"
+        why = f"{tool} {LEFT_CUDA_ONLY}: {', '.join(leftovers)}"
         return HipifyResult(False, source, tool, leftovers, f"{log}\n{why}")
     return HipifyResult(True, converted, tool, leftovers, log)
 

@@ -263,7 +263,7 @@ def parse_ptxas(log: str) -> list[KernelResources]:
         elif current and (m := _PTXAS_USED.search(line)):
             current.registers = int(m.group(1))
             current.shared_bytes = int(m.group(2) or 0)
-    return [k for k in kernels.values() if k.registers is not None]
+    return demangle_names([k for k in kernels.values() if k.registers is not None])
 
 
 _REMARK = re.compile(
@@ -295,4 +295,34 @@ def parse_amdgpu_remarks(log: str) -> list[KernelResources]:
             k.shared_bytes = v
         elif key.endswith("Spill"):
             k.spill_bytes = (k.spill_bytes or 0) + v
+    return demangle_names(kernels)
+
+
+# binutils' demangler, then CUDA's (which also knows CUDA's own manglings); neither: the names stay as they are.
+_DEMANGLERS = ("c++filt", "cu++filt")
+
+
+def demangle_names(kernels: list[KernelResources]) -> list[KernelResources]:
+    """The kernels with their C++ names as a reader knows them: `(anonymous namespace)::fp8_gemm_mma_kernel(...)`,
+    not `_ZN41_GLOBAL__N__80d6f9e2_9_kernel_cu_fp8_gemm19fp8_gemm_mma...`."""
+    for kernel, name in zip(kernels, demangle([k.name for k in kernels]), strict=True):
+        kernel.name = name
     return kernels
+
+
+def demangle(names: list[str]) -> list[str]:
+    """Each Itanium-mangled name (`_Z...`) demangled, in one call of the first demangler found; any other name, or
+    every name when no demangler is installed or it fails, as it was."""
+    mangled = [name for name in names if name.startswith("_Z")]
+    tool = next((found for tool in _DEMANGLERS if (found := shutil.which(tool, path=_search_path("cuda")))), None)
+    if not mangled or tool is None:
+        return list(names)
+    try:
+        proc = subprocess.run([tool], input="\n".join(mangled) + "\n", capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return list(names)
+    lines = proc.stdout.splitlines()
+    if proc.returncode != 0 or len(lines) != len(mangled):
+        return list(names)
+    readable = dict(zip(mangled, lines, strict=True))
+    return [readable.get(name, name) for name in names]

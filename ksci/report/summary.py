@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from ksci.evaluate.results import Timing, Verdict
+from ksci.evaluate.results import CompileResult, Timing, Verdict
 from ksci.problem.spec import shape_key
 
 
@@ -13,14 +13,7 @@ def format_verdict(verdict: Verdict) -> str:
     if verdict.message:
         lines.append(f"  {verdict.message}")
     if verdict.compile:
-        c = verdict.compile
-        cached = " (cached)" if c.cached else ""
-        lines.append(f"  compiled for {c.arch} in {c.seconds:.1f} s{cached}: {c.toolchain}")
-        for k in c.resources:
-            lines.append(
-                f"    {k.name[:60]}: registers {k.registers}, spills {k.spill_bytes} B, "
-                f"shared/LDS {k.shared_bytes} B, stack/scratch {k.stack_or_scratch_bytes} B"
-            )
+        lines.extend(_compile_lines(verdict.compile))
     failed = [c for c in verdict.checks if not c.ok]
     if verdict.checks:
         lines.append(f"  correctness: {len(verdict.checks) - len(failed)} of {len(verdict.checks)} input sets passed")
@@ -33,6 +26,25 @@ def format_verdict(verdict: Verdict) -> str:
         f = verdict.fingerprint
         lines.append(f"  on {f['gpu']} ({f.get('gpu_arch')}), torch {f.get('torch')}, driver {f.get('driver')}")
     return "\n".join(lines)
+
+
+def _compile_lines(c: CompileResult) -> list[str]:
+    """What the compiler did, in words that match the outcome, and each kernel's resources by its whole name."""
+    if not c.command:  # refused before any compiler ran (the screen, or a source that could not be converted)
+        return []
+    cached = " (the result cached from an earlier build)" if c.cached else ""
+    if c.ok:
+        lines = [f"  compiled for {c.arch} in {c.seconds:.1f} s{cached}: {c.toolchain}"]
+    elif c.rejected:  # built, then the library check refused what it imports or runs at load time
+        lines = [f"  compiled for {c.arch} in {c.seconds:.1f} s{cached}, then refused: {c.toolchain}"]
+    else:
+        lines = [f"  compile failed for {c.arch} after {c.seconds:.1f} s{cached}: {c.toolchain}"]
+    for k in c.resources:
+        lines.append(
+            f"    {k.name}: registers {k.registers}, spills {k.spill_bytes} B, "
+            f"shared/LDS {k.shared_bytes} B, stack/scratch {k.stack_or_scratch_bytes} B"
+        )
+    return lines
 
 
 def _timing_table(verdict: Verdict) -> str:
