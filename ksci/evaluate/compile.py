@@ -28,6 +28,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ksci.evaluate.results import CompileResult, KernelResources
+from ksci.evaluate.sandbox import sandboxed
 from ksci.evaluate.toolchain import Toolchain, demangle_names
 from ksci.problem.spec import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT
 
@@ -107,7 +108,12 @@ def _run_compiler(command: list[str], toolchain: Toolchain, arch: str, work: Pat
     start = time.monotonic()
     try:
         proc = subprocess.run(
-            command, cwd=work, capture_output=True, text=True, env=toolchain.environment(), timeout=timeout_s
+            sandboxed(command, work, toolchain),  # ksci.evaluate.sandbox: the source reaches no host file
+            cwd=work,
+            capture_output=True,
+            text=True,
+            env=toolchain.environment(),
+            timeout=timeout_s,
         )
         ok, log = proc.returncode == 0, (proc.stdout + proc.stderr)
     except subprocess.TimeoutExpired as exc:
