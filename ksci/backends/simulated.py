@@ -22,6 +22,9 @@ import os
 import re
 import time
 from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
 
 from ksci.evaluate.compile import source_hash
 from ksci.evaluate.options import EnvironmentProblem, EvaluationOptions
@@ -54,11 +57,60 @@ def provenance(source: str) -> tuple[str, dict] | None:
     return match.group(2), params
 
 
+class RecordingError(ValueError):
+    """A recording that cannot be replayed: one line naming the file and what is wrong with it."""
+
+
+class RecordedPoint(BaseModel):
+    """One entry of a recording (recording_from_lineage writes them); other keys are kept and ignored."""
+
+    model_config = ConfigDict(extra="allow")
+    template: str
+    params: dict[str, StrictInt | float | str]
+    status: Status | Literal["environment_error"]  # the latter stands for a GPU that went away mid-run
+    shape_times: dict[str, Annotated[float, Field(gt=0, allow_inf_nan=False)]] | None = None
+    reference_geomean_us: float | None = None
+    vendor_geomean_us: float | None = None
+
+
+_POINTS = TypeAdapter(list[RecordedPoint])
+
+
+def load_recording(path: str | Path, problem: Problem | None = None) -> list[dict]:
+    """A recording's rows, checked: a JSON list of RecordedPoint, whose ok rows time every benchmark shape of
+    `problem` when one is given. Bad JSON or a wrong structure is one RecordingError, not a traceback per task."""
+    path = Path(path)
+    try:
+        rows = json.loads(path.read_text())
+    except OSError as exc:
+        raise RecordingError(f"--simulate {path}: cannot read it ({exc.strerror or exc})") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RecordingError(f"--simulate {path}: not JSON ({exc})") from None
+    try:
+        points = _POINTS.validate_python(rows)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"] if "[" not in str(p))
+        what = "expected a JSON list of recorded points" if not isinstance(rows, list) else first["msg"]
+        raise RecordingError(
+            f"--simulate {path}: {where or 'the top level'}: {what} (each has template, params, status, shape_times)"
+        ) from None
+    shapes = [shape_key(s) for s in problem.benchmarks] if problem else []
+    for index, point in enumerate(points):
+        missing = [k for k in shapes if k not in (point.shape_times or {})] if point.status == Status.OK else []
+        if missing:
+            raise RecordingError(
+                f"--simulate {path}: [{index}] ({point.template}) is ok but has no time for {problem.name}'s "
+                f"benchmark shape {missing[0]} (a recording of another problem?)"
+            )
+    return rows
+
+
 class Simulator:
     def __init__(self, recording: Path | None = None):
         self.recording = recording
         self.hold_s = float(os.environ.get("KSCI_SIMULATE_HOLD_S", "0"))
-        rows = json.loads(Path(recording).read_text()) if recording else []
+        rows = load_recording(recording) if recording else []
         self.table = {(r["template"], json.dumps(r["params"], sort_keys=True)): r for r in rows}
 
     def recorded(self, source: str) -> dict | None:
