@@ -44,6 +44,8 @@ class RunIdentity:
             have, want = getattr(self, name), getattr(wanted, name)
             if have != want:
                 found.append(f"{name} {want or 'default'} (the run has {have or 'default'})")
+        if self.problem != wanted.problem or self.target != wanted.target:
+            return found  # other templates follow; they would only repeat it
         for template in sorted(set(self.templates) | set(wanted.templates)):
             have, want = self.templates.get(template), wanted.templates.get(template)
             if have != want:
