@@ -204,32 +204,73 @@ def cmd_evolve(args) -> int:
 
 
 def _check_evolve(args):
-    """Refuse what cannot run before Prefect starts; the proposer and its LLM configuration (_proposer)."""
-    load_problem(args.problem)
-    if args.generations < 1 or args.children < 1:
-        raise UsageError("--generations and --children must be at least 1")
-    if args.max_candidates is not None and args.max_candidates < 1:
-        raise UsageError("--max-candidates must be at least 1")
-    if args.time_limit is not None and args.time_limit < 0:
-        raise UsageError("--time-limit must be at least 0 minutes")
+    """Refuse what cannot run before Prefect starts, each in one line (rc 2): the problem and its templates, the
+    run's settings and limits, the LLM budget, the store, the --simulate recording, and a --run whose lineage is
+    another run's (ksci.lineage.identity). Records the run's identity; returns the proposer and its LLM
+    configuration (_proposer)."""
+    problem = load_problem(args.problem)
+    _check_settings(args)
     store_problem = check_store_root(args.store or DEFAULT_STORE, write=True)  # read-only, a file, memory://, ...
     if store_problem:
         raise UsageError(store_problem)
+    if args.simulate:
+        from ksci.backends.simulated import RecordingError, load_recording
+
+        try:
+            load_recording(args.simulate, problem)
+        except RecordingError as exc:
+            raise UsageError(str(exc)) from None
     if args.simulate is None and not gpu_visible(args.target):
         raise EnvironmentProblem(
             f"no {args.target} GPU is visible on this machine, so no kernel can be verified or timed "
             "(--simulate, for trying the loop out, makes timings up; --simulate FILE replays timings recorded in FILE)"
         )
+    from ksci.problem.render import check_template
+
+    for template in problem.templates_for(DIALECT_OF_TARGET[args.target]):
+        check_template(template)  # a Jinja syntax error: one line here, not a traceback in every render task
     proposer, llm = _proposer(args)
     if proposer == "tuning":
         from ksci.proposers.space import needs_template
 
-        missing = needs_template(load_problem(args.problem), DIALECT_OF_TARGET[args.target])
+        missing = needs_template(problem, DIALECT_OF_TARGET[args.target])
         if missing:
             raise UsageError(missing)
     if args.overlap is not None and not overlap_allowed(args.overlap, proposer):
         raise UsageError(f"--overlap must be {OVERLAP_RULE}")
+    _claim_run(args, proposer)
     return proposer, llm
+
+
+def _check_settings(args) -> None:
+    """The command's own values (ksci.run's checks): run name, strategy, counts, seed, limits, budgets."""
+    from ksci.run import budget_problem, counts_problem, limits_problem, run_name_problem, strategy_problem
+
+    wrong = (
+        (run_name_problem(args.run) if args.run is not None else None)
+        or strategy_problem(args.strategy)
+        or counts_problem(args.generations, args.children, args.seed)
+        or limits_problem(args.max_candidates, args.time_limit)
+        or budget_problem(args.budget_tokens, args.budget_usd)
+    )
+    if wrong:
+        raise UsageError(wrong)
+
+
+def _claim_run(args, proposer: str) -> None:
+    """Name the run (one name for the check and the run: args.run), then refuse a --run holding another run's
+    candidates (other problem, target, settings or templates) and record this run's identity for the next one."""
+    from ksci.lineage.identity import claim_run
+    from ksci.lineage.store import LineageStore
+
+    args.run = args.run or new_run_name(args.problem, args.target)
+    try:
+        spec = _run_spec(args, proposer)
+        refusal = claim_run(LineageStore(spec.store_root), spec.run, spec.identity())
+    except ValueError as exc:  # a RunSpec refusing its values, or a run's identity file that does not read
+        raise UsageError(str(exc)) from None
+    if refusal:
+        raise UsageError(refusal)
 
 
 def _run_spec(args, proposer: str) -> RunSpec:
