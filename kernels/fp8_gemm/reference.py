@@ -18,19 +18,91 @@ def fp8_dtype(target: str) -> torch.dtype:
     return torch.float8_e4m3fnuz if target == "rocm" else torch.float8_e4m3fn
 
 
-def generate_input(shape: dict, seed: int, target: str, device: str | torch.device) -> dict:
-    """bf16 Gaussian values cast to FP8, drawn K-major and transposed, so that A and B are column-major."""
+PROFILES = ("spec", "full_range", "outliers", "zeros")  # problem.yaml `inputs:` names these
+OUTLIER_FACTOR = 100.0  # outlier channels and tokens: this many times the rest before quantisation
+ZERO_SHARE = 0.125  # the share of scale blocks that hold only zeros in the `zeros` profile
+
+
+def fp8_max(target: str) -> float:
+    """The largest finite magnitude of the target's e4m3: 448 (e4m3fn), 240 (e4m3fnuz)."""
+    return float(torch.finfo(fp8_dtype(target)).max)
+
+
+def generate_input(shape: dict, seed: int, target: str, device: str | torch.device, profile: str = "spec") -> dict:
+    """The operands of one input set; A and B are returned column-major (drawn K-major, transposed).
+
+    `spec` (the challenge's inputs, the only ones timed): bf16 Gaussian values cast to FP8, Gaussian signed scales;
+    the values use about 1% of e4m3's range, so sums that overflow narrow accumulators never show on them. The
+    other profiles are block-quantised as real FP8 models are (DeepSeek-V3): float32 values, then each 1x128 block
+    of A and 128x128 block of B divided by amax / FP8_MAX, so its largest magnitude sits at the format's maximum
+    and the positive scale carries the rest. `full_range`: Gaussian values. `outliers`: a few K channels and rows
+    of A and rows of B 100x the rest (the other values of their blocks fall to e4m3's subnormals). `zeros`: one
+    block in eight all zero (scale 0), row magnitudes of A over seven decades and block magnitudes of B over three,
+    so scales span about ten orders of magnitude (down to 1e-9) and some rows' outputs are thousands of times
+    smaller than others'.
+    """
     m, n, k = shape["m"], shape["n"], shape["k"]
     gen = torch.Generator(device=device)
     gen.manual_seed(seed)
     dt = fp8_dtype(target)
-    a = torch.randn((k, m), dtype=torch.bfloat16, device=device, generator=gen).to(dt)
-    b = torch.randn((k, n), dtype=torch.bfloat16, device=device, generator=gen).to(dt)
-    scale_k, scale_n = k // BLOCK, -(-n // BLOCK)
-    a_scale = torch.randn((scale_k, m), dtype=torch.float32, device=device, generator=gen)
-    b_scale = torch.randn((scale_k, scale_n), dtype=torch.float32, device=device, generator=gen)
     c = torch.empty((m, n), dtype=torch.bfloat16, device=device)
-    return {"a": a.T, "b": b.T, "a_scale": a_scale.T, "b_scale": b_scale.T, "c": c}
+    if profile == "spec":
+        a = torch.randn((k, m), dtype=torch.bfloat16, device=device, generator=gen).to(dt)
+        b = torch.randn((k, n), dtype=torch.bfloat16, device=device, generator=gen).to(dt)
+        scale_k, scale_n = k // BLOCK, -(-n // BLOCK)
+        a_scale = torch.randn((scale_k, m), dtype=torch.float32, device=device, generator=gen)
+        b_scale = torch.randn((scale_k, scale_n), dtype=torch.float32, device=device, generator=gen)
+        return {"a": a.T, "b": b.T, "a_scale": a_scale.T, "b_scale": b_scale.T, "c": c}
+    if profile not in PROFILES:
+        raise ValueError(f"unknown input profile {profile!r} (known: {', '.join(PROFILES)})")
+    x_a, x_b = _real_values(m, n, k, gen, device, profile)
+    a, a_scale = _quantise(x_a, 1, dt, fp8_max(target))
+    b, b_scale = _quantise(x_b, BLOCK, dt, fp8_max(target))
+    return {"a": a.T.contiguous().T, "b": b.T.contiguous().T, "a_scale": a_scale, "b_scale": b_scale, "c": c}
+
+
+def _real_values(m: int, n: int, k: int, gen: torch.Generator, device, profile: str) -> tuple:
+    """Float32 A (M x K) and B (N x K) before quantisation, shaped as `profile` says (see generate_input)."""
+
+    def uniform(*size: int) -> torch.Tensor:
+        return torch.rand(size, dtype=torch.float32, device=device, generator=gen)
+
+    x_a = torch.randn((m, k), dtype=torch.float32, device=device, generator=gen)
+    x_b = torch.randn((n, k), dtype=torch.float32, device=device, generator=gen)
+    if profile == "outliers":
+        picks = torch.randperm(k, device=device, generator=gen)[: max(1, k // 512)]
+        x_a[:, picks] *= OUTLIER_FACTOR  # outlier channels of the activations
+        x_a[torch.randperm(m, device=device, generator=gen)[:2]] *= OUTLIER_FACTOR  # outlier tokens
+        x_b[torch.randperm(n, device=device, generator=gen)[:2]] *= OUTLIER_FACTOR  # outlier output channels
+    elif profile == "zeros":
+        x_a *= 10.0 ** (7.0 * uniform(m, 1) - 6.0)  # rows from 1e-6 to 10
+        kb, nb = k // BLOCK, -(-n // BLOCK)
+        b_blocks = 10.0 ** (3.0 * uniform(nb, kb) - 3.0)  # blocks of B from 1e-3 to 1
+        b_blocks = b_blocks.repeat_interleave(BLOCK, dim=0)[:n].repeat_interleave(BLOCK, dim=1)
+        x_b *= b_blocks
+        a_zero = uniform(m, kb) < ZERO_SHARE
+        a_zero[: max(1, m // 8), 0] = True  # some rows start with a zero block, whatever the draw
+        x_a *= (~a_zero).repeat_interleave(BLOCK, dim=1)
+        b_zero = (uniform(nb, kb) < ZERO_SHARE).repeat_interleave(BLOCK, dim=0)[:n].repeat_interleave(BLOCK, dim=1)
+        x_b *= ~b_zero
+    return x_a, x_b
+
+
+def _quantise(x: torch.Tensor, rows: int, dt: torch.dtype, top: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """x (R x K) in blocks of `rows` x 128 to FP8 with scale = amax / top per block (0 for an all-zero block).
+
+    Returns the K-major FP8 tensor and the scales, (R/rows rounded up) x K/128, column-major as the task has them.
+    """
+    r, k = x.shape
+    blocks_r = -(-r // rows)
+    padded = torch.zeros((blocks_r * rows, k), dtype=x.dtype, device=x.device)
+    padded[:r] = x
+    amax = padded.abs().reshape(blocks_r, rows, k // BLOCK, BLOCK).amax(dim=(1, 3))
+    scale = amax / top
+    per_element = scale.repeat_interleave(rows, dim=0)[:r].repeat_interleave(BLOCK, dim=1)
+    q = torch.where(per_element > 0, x / torch.where(per_element > 0, per_element, 1.0), 0.0)
+    q = q.clamp(-top, top).to(dt)
+    return q, scale.T.contiguous().T
 
 
 def reference(inputs: dict) -> dict:

@@ -16,16 +16,31 @@ EPS = 1e-6
 ROW_SCALES = (1.0, 1e-1, 1e-2, 1e-3)
 
 
-def generate_input(shape: dict, seed: int, target: str, device: str | torch.device) -> dict:
+PROFILES = ("spec", "wide_range", "near_zero")  # problem.yaml `inputs:` names these
+
+
+def generate_input(shape: dict, seed: int, target: str, device: str | torch.device, profile: str = "spec") -> dict:
     """x = randn * per-row scale, weight = 1 + 0.1 * randn, both bf16; out prefilled with NaN.
 
+    `spec` (the only profile timed): row r scaled by ROW_SCALES[r % 4]. `wide_range`: each row's scale drawn
+    log-uniformly from 1e-4 to 1e4 (sums of squares up to 1e8 per element, beyond fp16's range, and rows eight
+    decades apart in one launch). `near_zero`: rows from 1e-7 to 1e-3, where mean(x^2) is at most eps and eps
+    decides the result, every eighth row exactly zero (0 * rsqrt(eps) = 0; a kernel without eps divides 0 by 0).
     NaN in out makes an element that the kernel never writes fail the check (the harness poisons it again).
     """
     rows, cols = shape["rows"], shape["cols"]
     gen = torch.Generator(device=device)
     gen.manual_seed(seed)
     x = torch.randn((rows, cols), dtype=torch.float32, device=device, generator=gen)
-    scales = torch.tensor(ROW_SCALES, dtype=torch.float32, device=device).repeat(-(-rows // 4))[:rows]
+    if profile == "spec":
+        scales = torch.tensor(ROW_SCALES, dtype=torch.float32, device=device).repeat(-(-rows // 4))[:rows]
+    elif profile == "wide_range":
+        scales = 10.0 ** (8.0 * torch.rand(rows, device=device, generator=gen) - 4.0)
+    elif profile == "near_zero":
+        scales = 10.0 ** (4.0 * torch.rand(rows, device=device, generator=gen) - 7.0)
+        scales[::8] = 0.0
+    else:
+        raise ValueError(f"unknown input profile {profile!r} (known: {', '.join(PROFILES)})")
     x = (x * scales[:, None]).to(torch.bfloat16)
     w = torch.randn((cols,), dtype=torch.float32, device=device, generator=gen)
     weight = (1.0 + 0.1 * w).to(torch.bfloat16)

@@ -18,12 +18,14 @@ from ksci.problem.spec import Problem, shape_key
 def expected_reports(problem: Problem, options: EvaluationOptions) -> dict:
     """The least an honest run of these phases reports (see Session.run in ksci.evaluate.harness.child).
 
-    Verify: one check per test input set. Benchmark: per shape, the warm-up set and at least two timed outputs (two
-    batches, at least one sampled in each; how many more depends on the batches), one timing; then every test
-    input set again on new seeds. Each timing also says how many timed outputs it checked, which
-    ksci/evaluate/protocol.py holds against the number of timed calls.
+    Verify: one check per test input set: `trials` of the `spec` profile and one of each other declared profile per
+    test shape (verification_plan in ksci.evaluate.harness.child). Benchmark: per shape, the warm-up set and at
+    least two timed outputs (two batches, at least one sampled in each; how many more depends on the batches), one
+    timing; then every test input set again on new seeds. Each timing also says how many timed outputs it checked,
+    which ksci/evaluate/protocol.py holds against the number of timed calls.
     """
-    tests = len(options.tests or problem.tests) * problem.trials
+    per_shape = problem.trials + sum(1 for profile in problem.inputs if profile != "spec")
+    tests = len(options.tests or problem.tests) * per_shape
     shapes = len(options.benchmarks or problem.benchmarks) if "benchmark" in options.phases else 0
     checks = (tests if "verify" in options.phases else 0) + ((3 * shapes + tests) if shapes else 0)
     return {"checks": checks, "timings": shapes}
@@ -140,7 +142,8 @@ def _death(returncode: int | None) -> str:
 
 def _check(message: dict) -> CheckResult:
     fields = ("ok", "report", "mismatches", "total", "max_abs_error", "nan_or_inf")
-    return CheckResult(shape=message["shape"], seed=message["seed"], **{k: message[k] for k in fields})
+    profile = message.get("profile", "spec")
+    return CheckResult(shape=message["shape"], seed=message["seed"], profile=profile, **{k: message[k] for k in fields})
 
 
 def shape_timing(message: dict, problem: Problem, gpu: str) -> ShapeTiming:

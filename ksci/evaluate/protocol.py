@@ -86,6 +86,7 @@ _BASELINES = {
 }
 _CHECK = {
     "phase": _TEXT,
+    "profile": _TEXT,
     "shape": _SHAPE,
     "seed": _INT,
     "ok": {"type": "boolean"},

@@ -72,6 +72,7 @@ class CheckResult:
     total: int = 0
     max_abs_error: float = 0.0
     nan_or_inf: int = 0
+    profile: str = "spec"  # the input profile checked (problem.yaml `inputs`)
 
 
 @dataclass

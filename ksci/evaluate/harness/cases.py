@@ -25,12 +25,15 @@ class Case:
     call ever runs while the answer sits in device memory (docs/threat-model.md).
     """
 
-    def __init__(self, problem, ref, shape: dict, seed: int, target: str, device, keep_pristine: bool = True):
+    def __init__(
+        self, problem, ref, shape: dict, seed: int, target: str, device, keep_pristine: bool = True, profile="spec"
+    ):
         """keep_pristine=False (timed input sets, most never checked in full): no copy of the inputs is kept;
-        verify() draws them again from the seed (generate_input is deterministic for a seed)."""
+        verify() draws them again from the seed (generate_input is deterministic for a seed). `profile`: the input
+        profile drawn (problem.yaml `inputs`)."""
         self.shape, self.seed, self.problem, self.ref = shape, seed, problem, ref
-        self.target, self.device = target, device
-        tensors = ref.generate_input(shape, seed, target, device)
+        self.target, self.device, self.profile = target, device, profile
+        tensors = draw(ref, shape, seed, target, device, profile)
         self.inputs = {k: v for k, v in tensors.items() if k not in problem.outputs}
         self.pristine = {k: v.clone() for k, v in self.inputs.items()} if keep_pristine else None
         self.buffers, self.outputs = {}, {}
@@ -48,7 +51,7 @@ class Case:
         return any(out.is_floating_point() and bool(torch.isnan(out).any()) for out in self.outputs.values())
 
     def drawn_again(self) -> dict:
-        fresh = self.ref.generate_input(self.shape, self.seed, self.target, self.device)
+        fresh = draw(self.ref, self.shape, self.seed, self.target, self.device, self.profile)
         return {k: v for k, v in fresh.items() if k in self.inputs}
 
     def nbytes(self) -> int:
@@ -76,6 +79,14 @@ class Case:
             if not _guards_intact(buffer, self.outputs[name].numel()):
                 return {**result, "ok": False, "report": f"the kernel wrote outside its output {name!r}"}
         return result
+
+
+def draw(ref, shape: dict, seed: int, target: str, device, profile: str = "spec") -> dict:
+    """reference.generate_input for one input set; `profile` is passed only when it is not `spec`, so a reference
+    that knows no profiles (an imported problem's) is called as before."""
+    if profile == "spec":
+        return ref.generate_input(shape, seed, target, device)
+    return ref.generate_input(shape, seed, target, device, profile=profile)
 
 
 def _wipe(*groups: dict, release: bool = True) -> None:

@@ -33,6 +33,7 @@ from ksci.evaluate.protocol import summarise
 from ksci.problem.spec import load_problem, shape_key
 
 TRIAL_SEED_STEP = 7919
+PROFILE_SEED_STEP = 104_729  # seeds of the extra input profiles: apart from every trial's
 REVERIFY_SEED_OFFSET = 1_000_003
 WARMUP_SEED_OFFSET = 2_000_029
 ROTATIONS = 3  # input sets the baselines rotate over
@@ -126,11 +127,14 @@ class Session:
         self.reporter.send("result", status="ok")
 
     def verify_all(self, seed_offset: int) -> bool:
-        for shape in self.request.get("tests") or self.problem.tests:
-            for trial in range(self.problem.trials):
-                seed = shape["seed"] + seed_offset + trial * TRIAL_SEED_STEP
-                if not self.check(self.case(shape, seed)):
-                    return False
+        """Every test shape on `trials` seeds of the `spec` inputs, then on one seed of each other declared profile
+        (problem.yaml `inputs`): the extra profiles cost one input set per shape, not `trials`."""
+        for profile, seeds in verification_plan(self.problem):
+            for shape in self.request.get("tests") or self.problem.tests:
+                for step in seeds:
+                    case = self.case(shape, shape["seed"] + seed_offset + step, profile=profile)
+                    if not self.check(case):
+                        return False
         return True
 
     def check(self, case: Case, phase: str = "verify") -> bool:
@@ -139,9 +143,11 @@ class Session:
         return self.report_check(case, case.verify(self.tolerance), phase)
 
     def report_check(self, case: Case, result: dict, phase: str) -> bool:
-        self.reporter.send("check", phase=phase, shape=_plain(case.shape), seed=case.seed, **result)
+        shape = _plain(case.shape)
+        self.reporter.send("check", phase=phase, shape=shape, seed=case.seed, profile=case.profile, **result)
         if not result["ok"]:
-            self.reporter.send("result", status="wrong", message=result["report"])
+            where = f"wrong on {case.profile}: {shape_key(shape)} seed {case.seed}"
+            self.reporter.send("result", status="wrong", message=f"{where}: {result['report']}")
         return result["ok"]
 
     def call(self, case: Case) -> None:
@@ -257,8 +263,8 @@ class Session:
         """The input sets the baselines (reference, vendor library) are timed on, in rotation."""
         return [self.case(shape, shape["seed"] + r * TRIAL_SEED_STEP) for r in range(ROTATIONS)]
 
-    def case(self, shape: dict, seed: int, keep_pristine: bool = True) -> Case:
-        return Case(self.problem, self.ref, shape, seed, self.target, self.device, keep_pristine)
+    def case(self, shape: dict, seed: int, keep_pristine: bool = True, profile: str = "spec") -> Case:
+        return Case(self.problem, self.ref, shape, seed, self.target, self.device, keep_pristine, profile)
 
     def time_baselines(self, cases: list[Case], flush: L2Flusher) -> dict:
         reference = time_calls(
@@ -283,6 +289,15 @@ class Session:
         except Exception as exc:
             out["vendor_error"] = f"{type(exc).__name__}: {exc}"
         return out
+
+
+def verification_plan(problem) -> list[tuple[str, list[int]]]:
+    """(profile, seed steps) in the order verified: `spec` on `trials` seeds, each other profile on one seed of its
+    own (ksci.evaluate.classify.expected_reports counts the same)."""
+    plan = [("spec", [trial * TRIAL_SEED_STEP for trial in range(problem.trials)])]
+    extra = [p for p in problem.inputs if p != "spec"]
+    plan += [(profile, [PROFILE_SEED_STEP * (i + 1)]) for i, profile in enumerate(extra)]
+    return plan
 
 
 def _plain(shape: dict) -> dict:
