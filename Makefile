@@ -31,6 +31,9 @@ setup: $(BIN)/ksci
 	  apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { echo "installing Debian's postgresql (multi-worker check on PostgreSQL)"; \
 	  apt-get update -qq && apt-get install -y -qq postgresql >/dev/null; }
+	@# hipify-perl where the distribution ships it (Debian 12 does not: torch's converter runs there, README.md).
+	@command -v hipify-perl >/dev/null || ! apt-cache show hipify-perl >/dev/null 2>&1 || \
+	  { echo "installing hipify-perl (ksci port: CUDA to HIP)"; apt-get install -y -qq hipify-perl >/dev/null; }
 
 lint: setup
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
