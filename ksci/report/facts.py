@@ -14,6 +14,7 @@ import re
 import pandas as pd
 
 from ksci.evaluate.results import Status
+from ksci.report.wording import any_simulated, gain
 
 STATUS_ORDER = [str(s) for s in Status]
 STATUS_COLOURS = {  # one colour per status in the plots, the lineage graph and the table
@@ -165,18 +166,25 @@ def headline_facts(frame: pd.DataFrame) -> dict | None:
     }
 
 
+def simulated(frame: pd.DataFrame) -> bool:
+    """Whether the run's numbers came from the GPU simulator (ksci.report.wording.is_simulated), not a GPU."""
+    columns = [c for c in ("gpu", "fingerprint_json") if c in frame.columns]
+    return any_simulated(frame[columns].to_dict("records"))
+
+
 def device(frame: pd.DataFrame) -> str:
-    """Where the run was measured: the GPU and architecture (failed rows may lack them), else the target."""
+    """Where the run was measured: the GPU and architecture (failed rows may lack them), else the target; for a
+    simulated run, the simulator and that nothing was measured."""
+    if simulated(frame):
+        return f"the GPU simulator for {frame['target'].iloc[0]} (simulated timings, not measured)"
     gpus, arches = frame["gpu"].dropna(), frame["arch"].dropna()
     where = gpus.iloc[0] if not gpus.empty else frame["target"].iloc[0]
     return f"{where} ({arches.iloc[0]})" if not arches.empty else where
 
 
 def times(x: float) -> str:
-    """A speed ratio in words: 4.26x faster, or 4.9x slower for ratios below 1."""
-    if x is None or pd.isna(x):
-        return "n/a"
-    return f"{x:.2f}x faster" if x >= 1 else f"{1 / x:.1f}x slower"
+    """A speed ratio in the one convention of gains (ksci.report.wording.gain): 4.26x faster, or 4.93x slower."""
+    return gain(None if x is None or pd.isna(x) else float(x))
 
 
 def two_decimals(x) -> str:

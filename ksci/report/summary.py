@@ -6,6 +6,7 @@ import json
 
 from ksci.evaluate.results import CompileResult, Timing, Verdict
 from ksci.problem.spec import shape_key
+from ksci.report.wording import SIMULATED, SIMULATED_NOTE, any_simulated, gain
 
 
 def format_verdict(verdict: Verdict) -> str:
@@ -79,19 +80,26 @@ def _num(x: float | None) -> str:
 
 
 def format_evolution(summaries: list[dict], store_root: str) -> str:
-    """The end-of-run table: per generation, what ran and what was reused; then the best kernel."""
-    lines = [
-        f"{'gen':>4s} {'cands':>5s} {'ok':>3s} {'best us':>9s} {'compiled':>8s} {'cached':>6s} "
+    """The end-of-run table: per generation, what ran and what was reused; then the best kernel. In a simulated
+    run a first line says what its numbers are, the table's times carry "(sim)" and the best's line starts with
+    "simulated"."""
+    sim = any_simulated(r for s in summaries for r in s["rows"])
+    width = 13 if sim else 9  # room for "1000.00 (sim)"
+    lines = [SIMULATED_NOTE] if sim else []
+    lines.append(
+        f"{'gen':>4s} {'cands':>5s} {'ok':>3s} {'best us':>{width}s} {'compiled':>8s} {'cached':>6s} "
         f"{'timed':>5s} {'cached':>6s}"
-    ]
+    )
     best = None
     for s in summaries:
         ok = [r for r in s["rows"] if r["status"] == "ok" and r.get("geomean_us")]
         gen_best = min(ok, key=lambda r: r["geomean_us"]) if ok else None
         if gen_best and (best is None or gen_best["geomean_us"] < best["geomean_us"]):
             best = gen_best
+        shown = _num(gen_best and gen_best["geomean_us"])
+        shown += " (sim)" if sim and gen_best else ""
         lines.append(
-            f"{s['generation']:>4d} {s['candidates']:>5d} {len(ok):>3d} {_num(gen_best and gen_best['geomean_us']):>9s} "
+            f"{s['generation']:>4d} {s['candidates']:>5d} {len(ok):>3d} {shown:>{width}s} "
             f"{s['compiled']:>8d} {s['compile_cache_hits']:>6d} {s['benchmarked']:>5d} {s['benchmark_cache_hits']:>6d}"
         )
     # What a generation could not do (a spent budget, plans lost to an endpoint that did not answer).
@@ -101,12 +109,24 @@ def format_evolution(summaries: list[dict], store_root: str) -> str:
     run = summaries[-1]["run"]
     lines += [
         f"run {run}: best {best['candidate_id']} ({_origin(best)})",
-        f"  geomean {best['geomean_us']:.2f} us; reference {_num(best.get('reference_geomean_us'))} us; "
-        f"vendor {_num(best.get('vendor_geomean_us'))} us; {_num(best.get('speedup_vs_reference'))}x the reference, "
-        f"{_num(best.get('speedup_vs_vendor'))}x the vendor library",
+        f"  {SIMULATED + ' ' if sim else ''}geomean {best['geomean_us']:.2f} us; {_baselines(best)}",
         f"  source: {store_root}/{best['source_path']}",
     ]
     return "\n".join(lines)
+
+
+def _baselines(best: dict) -> str:
+    """The baselines' times and the best's gains on them, in the one convention (ksci.report.wording.gain)."""
+    parts = [
+        f"{name} {_num(best.get(column))} us"
+        for name, column in (("reference", "reference_geomean_us"), ("vendor", "vendor_geomean_us"))
+    ]
+    gains = [
+        f"{gain(best[ratio])} than the {name}"
+        for name, ratio in (("reference", "speedup_vs_reference"), ("vendor library", "speedup_vs_vendor"))
+        if best.get(ratio)
+    ]
+    return "; ".join(parts + ([", ".join(gains)] if gains else []))
 
 
 def _origin(row: dict) -> str:

@@ -1,5 +1,6 @@
 """The page's tables and lists as HTML: every candidate, the failures by class, and the source diff at each new
 best. Every value from the lineage goes through `escaped`: hypotheses and messages come from an LLM and compilers.
+In a simulated run the table's time and gain headings and each diff's heading say "simulated".
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from ksci.report.facts import (
     short_message,
     short_params,
     timed,
+    times,
     two_decimals,
     variant_labels,
 )
+from ksci.report.wording import marked
 
 
 def escaped(value) -> str:
@@ -39,13 +42,18 @@ def failure_list(frame: pd.DataFrame) -> str:
     for status, group in failed.groupby("status"):
         messages = group["message"].map(short_message).value_counts()
         lines = "".join(
-            f"<li>{count}× <code>{escaped(m) or '(no message)'}</code></li>" for m, count in messages.items()
+            f"<li>{_candidates(count)}: <code>{escaped(m) or '(no message)'}</code></li>"
+            for m, count in messages.items()
         )
-        items.append(f"<li><b>{escaped(status)}</b>: {len(group)}<ul>{lines}</ul></li>")
+        items.append(f"<li><b>{escaped(status)}</b>: {_candidates(len(group))}<ul>{lines}</ul></li>")
     return f'<ul class="note">{"".join(items)}</ul>'
 
 
-def candidate_table(frame: pd.DataFrame) -> str:
+def _candidates(count: int) -> str:
+    return f"{count} candidate{'' if count == 1 else 's'}"
+
+
+def candidate_table(frame: pd.DataFrame, sim: bool = False) -> str:
     best = timed(frame)
     best_id = best.iloc[0]["candidate_id"] if not best.empty else None
     head = (
@@ -55,9 +63,9 @@ def candidate_table(frame: pd.DataFrame) -> str:
         "template",
         "params",
         "status",
-        "geomean µs",
-        "× reference",
-        "× vendor",
+        marked("geomean µs", sim),
+        marked("against the reference", sim),
+        marked("against the vendor", sim),
         "hypothesis",
         "message",
     )
@@ -73,12 +81,16 @@ def candidate_table(frame: pd.DataFrame) -> str:
             f'<td class="mono">{parent}</td><td>{escaped(family(r))}</td>'
             f'<td class="mono params">{_params_cell(r)}</td>'
             f'<td><span class="status" style="background:{colour}">{escaped(r["status"])}</span></td>'
-            f'<td class="num">{two_decimals(r["geomean_us"])}</td><td class="num">{two_decimals(r["speedup_vs_reference"])}</td>'
-            f'<td class="num">{two_decimals(r["speedup_vs_vendor"])}</td><td class="hyp">{escaped(r["hypothesis"])}</td>'
+            f'<td class="num">{two_decimals(r["geomean_us"])}</td><td class="num">{_gain(r["speedup_vs_reference"])}</td>'
+            f'<td class="num">{_gain(r["speedup_vs_vendor"])}</td><td class="hyp">{escaped(r["hypothesis"])}</td>'
             f'<td class="msg" title="{escaped(r["message"])}">{escaped(short_message(r["message"]))}</td></tr>'
         )
     header = "".join(f"<th>{h}</th>" for h in head)
     return f'<div class="wide"><table><thead><tr>{header}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+
+
+def _gain(ratio) -> str:
+    return "-" if ratio is None or pd.isna(ratio) else times(ratio)
 
 
 def _params_cell(row: pd.Series) -> str:
@@ -102,29 +114,35 @@ def source_diff(parent: str, child: str, parent_name: str, child_name: str) -> s
     """A unified diff of two kernel sources as HTML (escaped; added and removed lines marked)."""
     lines = difflib.unified_diff(parent.splitlines(), child.splitlines(), parent_name, child_name, lineterm="", n=3)
     css = {"+": "add", "-": "del", "@": "hunk"}
-    marked = []
+    shown = []
     for line in lines:
         kind = "" if line.startswith(("+++", "---")) else css.get(line[:1], "")
-        marked.append(f'<span class="{kind}">{html.escape(line)}</span>' if kind else html.escape(line))
-    return '<pre class="diff">' + ("\n".join(marked) or "(the sources are identical)") + "</pre>"
+        shown.append(f'<span class="{kind}">{html.escape(line)}</span>' if kind else html.escape(line))
+    return '<pre class="diff">' + ("\n".join(shown) or "(the sources are identical)") + "</pre>"
 
 
-def diffs(frame: pd.DataFrame, read_source: Callable[[str], str]) -> str:
+def diffs(frame: pd.DataFrame, read_source: Callable[[str], str], sim: bool = False) -> str:
     rows, parts = by_id(frame), []
     for row in new_bests(frame):
         parent = rows.get(row["parent_id"]) if isinstance(row["parent_id"], str) else None
         title = f"<h3>Generation {row['generation']}: <code>{escaped(row['candidate_id'])}</code> {row['geomean_us']:.2f} µs"
+        mark = marked("", sim)
         if parent is None:
-            parts.append(f"{title}</h3><p>No parent recorded, so nothing to diff.</p>")
+            parts.append(f"{title}{mark}</h3><p>No parent recorded, so nothing to diff.</p>")
             continue
-        title += f" from <code>{escaped(parent['candidate_id'])}</code> {two_decimals(parent['geomean_us'])} µs</h3>"
+        title += (
+            f" from <code>{escaped(parent['candidate_id'])}</code> {two_decimals(parent['geomean_us'])} µs{mark}</h3>"
+        )
         diff = source_diff(
             read_source(parent["source_path"]),
             read_source(row["source_path"]),
             parent["source_path"],
             row["source_path"],
         )
-        parts.append(f"{title}<p>Hypothesis: {escaped(row['hypothesis'])}</p>{diff}")
+        parts.append(
+            f"{title}<p>{'Hypothesis (its times simulated)' if sim else 'Hypothesis'}: "
+            f"{escaped(row['hypothesis'])}</p>{diff}"
+        )
     if not parts:
         return '<p class="note">No candidate after the seeds beat the best seed.</p>'
     return '<p class="note">Each kernel that lowered the best so far, against the parent it was derived from.</p>' + (
