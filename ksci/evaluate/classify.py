@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ksci.evaluate.isolate import ChildOutcome
 from ksci.evaluate.options import EnvironmentProblem, EvaluationOptions
-from ksci.evaluate.protocol import CLOCK_TOLERANCE, timing_doubts, validate_message
+from ksci.evaluate.protocol import CLOCK_TOLERANCE, ParentClock, timing_doubts, validate_message
 from ksci.evaluate.results import CheckResult, ShapeTiming, Status, Timing, Verdict, geomean
 from ksci.problem.roofline import peaks_for, speed_of_light_us
 from ksci.problem.spec import Problem, shape_key
@@ -68,15 +68,17 @@ def classify(problem: Problem, outcome: ChildOutcome, verdict: Verdict, expect: 
 def _drop_invalid(outcome: ChildOutcome) -> list[str]:
     """Remove the messages that fail their schema; why, when there were any (such a run is never ok)."""
     timed = len(outcome.arrivals) == len(outcome.messages)  # outcomes written by hand (tests) may have no arrivals
-    valid, arrivals, reasons = [], [], []
+    bounded = len(outcome.sent_after) == len(outcome.messages)
+    valid, arrivals, sent_after, reasons = [], [], [], []
     for i, message in enumerate(outcome.messages):
         problem = validate_message(message)
         if problem is None:
             valid.append(message)
             arrivals.extend([outcome.arrivals[i]] if timed else [])
+            sent_after.extend([outcome.sent_after[i]] if bounded else [])
         else:
             reasons.append(problem)
-    outcome.messages, outcome.arrivals = valid, arrivals
+    outcome.messages, outcome.arrivals, outcome.sent_after = valid, arrivals, sent_after
     bad = outcome.bad_messages + len(reasons)
     if not bad:
         return []
@@ -115,17 +117,21 @@ def _report_doubts(outcome: ChildOutcome, verdict: Verdict) -> list[str]:
     return doubts
 
 
-def _parent_clock_us(outcome: ChildOutcome) -> dict[int, float]:
-    """For each timing message (by id), the parent's clock from its shape's `shape` message to it, in us."""
+def _parent_clock_us(outcome: ChildOutcome) -> dict[int, ParentClock]:
+    """For each timing message (by id), the parent's clock from its shape's `shape` message to it, in us: the least
+    and the most it can have been, from each message's sending interval [sent_after, arrival]
+    (ksci/evaluate/report_pipe.py; an outcome without sent_after times counts each arrival as its sending)."""
     if len(outcome.arrivals) != len(outcome.messages):
         return {}
-    started: dict[str, float] = {}
+    sent_after = outcome.sent_after if len(outcome.sent_after) == len(outcome.messages) else outcome.arrivals
+    started: dict[str, tuple[float, float]] = {}
     elapsed = {}
-    for message, arrival in zip(outcome.messages, outcome.arrivals, strict=True):
+    for message, early, late in zip(outcome.messages, sent_after, outcome.arrivals, strict=True):
         if message["event"] == "shape":
-            started[message["key"]] = arrival
+            started[message["key"]] = (early, late)
         elif message["event"] == "timing" and message.get("key") in started:
-            elapsed[id(message)] = (arrival - started.pop(message["key"])) * 1e6
+            shape_early, shape_late = started.pop(message["key"])
+            elapsed[id(message)] = ParentClock(max(0.0, early - shape_late) * 1e6, (late - shape_early) * 1e6)
     return elapsed
 
 

@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ksci.evaluate.report_pipe import read_reports
+
 OUTPUT_TAIL_CHARS = 8000
 
 
@@ -27,6 +29,9 @@ class ChildOutcome:
     # When each message reached the parent (time.monotonic(), one per message): the parent's own clock, which the
     # child's code cannot touch, held against the child's reports (ksci/evaluate/protocol.py timing_doubts).
     arrivals: list[float] = field(default_factory=list)
+    # The last time the parent saw the report pipe empty before each message (it was written after): with
+    # `arrivals`, an interval that widens honestly where the parent paused (ksci/evaluate/report_pipe.py).
+    sent_after: list[float] = field(default_factory=list)
     returncode: int | None = None  # negative: killed by that signal
     timed_out: bool = False
     output: str = ""  # tail of the child's stdout and stderr
@@ -70,7 +75,7 @@ class Child:
             raise
         finally:
             os.close(write_fd)
-        self._reader = threading.Thread(target=_read_reports, args=(read_fd, self.outcome, self._arrived), daemon=True)
+        self._reader = threading.Thread(target=read_reports, args=(read_fd, self.outcome, self._arrived), daemon=True)
         self._reader.start()
         self._ran = False
 
@@ -131,20 +136,3 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _read_reports(fd: int, outcome: ChildOutcome, arrived: dict[str, float]) -> None:
-    with os.fdopen(fd, "rb") as stream:
-        for line in stream:
-            try:
-                message = json.loads(line)
-            except ValueError:
-                outcome.bad_messages += 1
-                continue
-            if isinstance(message, dict) and isinstance(message.get("event"), str):
-                now = time.monotonic()
-                outcome.messages.append(message)
-                outcome.arrivals.append(now)
-                arrived.setdefault(message["event"], now)
-            else:
-                outcome.bad_messages += 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from dataclasses import dataclass
 
 from jsonschema import Draft202012Validator
 
@@ -24,10 +25,12 @@ GAP_FLOOR_US = 30.0
 GAP_FRACTION = 0.25
 TAIL_FLOOR_US = 60.0
 TAIL_FRACTION = 0.25
-# The child's clock over one shape against the parent's: the time between the two report messages as they reach
-# the parent, which the child's code cannot touch (its pipe and the reading thread add milliseconds at most: the
-# parent's interpreter hands its lock from thread to thread every 5 ms).
+# The child's clock over one shape against the parent's: the time between the shape's two report messages on the
+# parent's clock, which the child's code cannot touch, as an interval (ParentClock): each message was written after
+# the parent last saw the pipe empty and before it read it (ksci/evaluate/report_pipe.py). The slack covers the
+# child's own work between its clock readings and its writes (encoding the timing message), milliseconds at most.
 PARENT_CLOCK_SLACK_US = 20000.0
+PAUSE_SHOWN_US = 50000.0  # a parent's interval wider than this is named a pause in the doubt's words
 # Full checks of timed outputs: at least this many per shape (every one where fewer calls were timed).
 CHECKED_LEAST = 6
 # Timing distributions an honest kernel does not produce (distribution_doubts).
@@ -136,7 +139,40 @@ def validate_message(message: dict) -> str | None:
     return None if error is None else f"{event}: {error.message[:200]}"
 
 
-def timing_doubts(message: dict, parent_us: float | None = None) -> list[str]:
+@dataclass(frozen=True)
+class ParentClock:
+    """How long the parent's clock says a shape took: at least `least_us` (the `timing` message's earliest sending
+    time after the `shape` message's latest), at most `most_us` (the other way round). One number where the parent
+    kept up with the pipe; an interval as wide as any pause of the parent's in between (a loaded host, a busy
+    interpreter), so that a pause is never taken for the child's clock lying."""
+
+    least_us: float
+    most_us: float
+
+    def text(self) -> str:
+        width = self.most_us - self.least_us
+        if width < 1000.0:
+            return f"{self.least_us / 1e3:.1f} ms"
+        behind = " (the parent fell behind reading the pipe)" if width > PAUSE_SHOWN_US else ""
+        return f"{self.least_us / 1e3:.1f} to {self.most_us / 1e3:.1f} ms{behind}"
+
+
+def clock_doubt(child_us: float, parent: ParentClock | float) -> str | None:
+    """Why the child's clock over a shape disagrees with the parent's, or None: it must lie within the parent's
+    interval, give or take CLOCK_TOLERANCE and PARENT_CLOCK_SLACK_US. A child whose clock ran slow (a patched
+    timer, so that host time looks shorter than it was) falls below the least; one whose clock ran fast, above the
+    most."""
+    parent = parent if isinstance(parent, ParentClock) else ParentClock(parent, parent)
+
+    def slack(other_us: float) -> float:
+        return (CLOCK_TOLERANCE - 1) * max(child_us, other_us) + PARENT_CLOCK_SLACK_US
+
+    if child_us + slack(parent.least_us) < parent.least_us or child_us - slack(parent.most_us) > parent.most_us:
+        return f"the child's clock says the shape took {child_us / 1e3:.1f} ms, the parent's {parent.text()}"
+    return None
+
+
+def timing_doubts(message: dict, parent_us: ParentClock | float | None = None) -> list[str]:
     """Why the kernel's timing on one shape cannot be trusted (empty when it can).
 
     `parent_us`: the parent's own clock between the shape's `shape` and `timing` messages, where it saw both.
@@ -163,12 +199,8 @@ def timing_doubts(message: dict, parent_us: float | None = None) -> list[str]:
     calls, checked = integrity["calls"], integrity["checked"]
     if calls < kernel["reps"] or checked < min(calls, CHECKED_LEAST):
         doubts.append(f"only {checked} of {calls} timed outputs were checked ({kernel['reps']} timed calls)")
-    if parent_us is not None:
-        child_us = integrity["shape_host_us"]
-        if abs(parent_us - child_us) > (CLOCK_TOLERANCE - 1) * max(parent_us, child_us) + PARENT_CLOCK_SLACK_US:
-            doubts.append(
-                f"the child's clock says the shape took {child_us / 1e3:.1f} ms, the parent's {parent_us / 1e3:.1f} ms"
-            )
+    if parent_us is not None and (doubt := clock_doubt(integrity["shape_host_us"], parent_us)) is not None:
+        doubts.append(doubt)
     doubts.extend(distribution_doubts(integrity["samples_us"], kernel))
     return doubts
 
