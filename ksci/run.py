@@ -149,9 +149,10 @@ class RunSpec:
         return {**values, "gpus": list(self.gpus), **limits}
 
 
-# The checks of an evolve command's settings, each the reason in one line or None: called by RunSpec (so that a
-# deployment's parameters are checked too) and by the command line before Prefect starts (ksci.cli._check_evolve),
-# where they used to fail late (a bad strategy in the first generation) or never (a run named ../escape).
+# The checks of an evolve command's settings, each the reason in one line or None, in the command line's words (a
+# deployment's parameters have the same names): called by RunSpec (so that a deployment's parameters are checked
+# too) and by the command line before Prefect starts (ksci.cli._check_evolve), where they used to fail late (a bad
+# strategy in the first generation) or never (a run named ../escape, a time limit of nan).
 
 
 def run_name_problem(run: str | None) -> str | None:
@@ -170,32 +171,32 @@ def strategy_problem(strategy: str) -> str | None:
 
     if strategy in STRATEGIES:
         return None
-    return f"strategy {strategy!r}: expected one of {', '.join(sorted(STRATEGIES))}"
+    return f"--strategy must be one of {', '.join(sorted(STRATEGIES))} (got {strategy!r})"
 
 
 def counts_problem(generations: int, children: int, seed: int) -> str | None:
     if generations < 1 or children < 1:
-        return f"generations {generations} and children {children}: expected at least 1 each"
+        return f"--generations and --children must be at least 1 (got {generations} and {children})"
     if not 0 <= seed <= MAX_SEED:
-        return f"seed {seed}: expected 0 to {MAX_SEED}"
+        return f"--seed must be 0 to {MAX_SEED} (got {seed})"
     return None
 
 
 def limits_problem(max_candidates: int | None, time_limit_min: float | None) -> str | None:
     """The command line's limits: a candidate count and minutes (nan, inf and negative refused)."""
     if max_candidates is not None and max_candidates < 1:
-        return f"candidate limit {max_candidates}: expected at least 1"
+        return f"--max-candidates must be at least 1 (got {max_candidates})"
     if time_limit_min is not None and not _finite_at_least(time_limit_min, 0):
-        return f"time limit {time_limit_min} minutes: expected a finite number, 0 or more"
+        return f"--time-limit must be at least 0 minutes, a finite number (got {time_limit_min})"
     return None
 
 
 def budget_problem(tokens: int | None, usd: float | None) -> str | None:
     """An LLM budget that could never be spent sensibly: 0 or fewer tokens, a negative, NaN or infinite amount."""
     if tokens is not None and tokens < 1:
-        return f"token budget {tokens}: expected at least 1 token"
+        return f"--budget-tokens must be at least 1 (got {tokens})"
     if usd is not None and not (_finite_at_least(usd, 0) and usd > 0):
-        return f"money budget {usd} USD: expected a finite amount above 0"
+        return f"--budget-usd must be a finite amount above 0 dollars (got {usd})"
     return None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -63,6 +64,7 @@ class Problem:
     tolerance_by_target: dict = field(default_factory=dict)
     # Input profiles every test shape is verified on (reference.generate_input's `profile`); only "spec" is timed.
     inputs: tuple[str, ...] = ("spec",)
+    imported: dict = field(default_factory=dict)  # an imported problem's record (ksci/importers/): source, shapes
 
     def tolerance(self, target: str) -> Tolerance:
         """The element-wise tolerance on `target`: |out - ref| <= atol + atol_rms * rms(ref) + rtol * |ref|."""
@@ -97,6 +99,21 @@ class Problem:
         for path in sorted((self.root / "imported").glob("*.py")):
             text += f"\n\n# ---- imported/{path.name} ----\n{path.read_text()}"
         return text
+
+    def benchmark_flops(self) -> list[float | None]:
+        """Each benchmark shape's flop count, None where none is known. An imported problem's come from the table
+        its importer wrote (torch's flop counter, which counts matmuls and convolutions only: a 0 there means the
+        work was not counted, not that there was none); a shipped problem's from reference.flops (imports torch)."""
+        rows = (self.imported or {}).get("shapes")
+        if rows is not None:
+            table = {json.dumps(r.get("shape"), sort_keys=True): r.get("flops") for r in rows if isinstance(r, dict)}
+            counted = [table.get(json.dumps(_dims(s), sort_keys=True)) for s in self.benchmarks]
+            return [float(f) if isinstance(f, int | float) and f > 0 else None for f in counted]
+        try:
+            flops = self.reference_module().flops
+            return [float(flops(s)) for s in self.benchmarks]
+        except Exception:  # a reference that does not import here (no torch) or has no flops(): unknown, not fatal
+            return [None] * len(self.benchmarks)
 
     def solutions(self, kind: str) -> list[Path]:
         """Known-good (`correct`), known-bad (`wrong`) or cheating (`adversarial`) kernels shipped with the problem."""
@@ -208,6 +225,7 @@ def _problem_from_spec(spec: dict, root: Path) -> Problem:
         templates=tuple(templates),
         published_speed_of_light=spec.get("published_speed_of_light") or {},
         inputs=tuple(spec.get("inputs") or ("spec",)),
+        imported=spec.get("imported") or {},
     )
 
 
@@ -255,6 +273,10 @@ def _inside(root: Path, relative: str) -> Path:
     if path.exists() and not path.resolve().is_relative_to(root.resolve()):
         raise ProblemError(f"{root / 'problem.yaml'}: template file {relative!r} leads outside the problem folder")
     return path
+
+
+def _dims(shape: dict) -> dict:
+    return {k: v for k, v in shape.items() if k != "seed"}
 
 
 def shape_key(shape: dict) -> str:
