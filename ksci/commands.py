@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from ksci.problem.render import render_kernel
 from ksci.problem.spec import (
     DIALECT_OF_TARGET,
     TARGETS,
+    ProblemError,
     has_entry_point,
     list_problems,
     load_problem,
@@ -40,7 +42,11 @@ class UsageError(ValueError):
 
 def add_evaluation_commands(sub) -> None:
     """problems, evaluate, baseline, render: one kernel or problem, no flow."""
-    p = sub.add_parser("problems", help="list the shipped problems")
+    p = sub.add_parser(
+        "problems",
+        help="list the problems: tests, benchmarks, flops, description; one whose problem.yaml does not load is "
+        "listed as broken with its reason, and the exit code is then 1",
+    )
     p.add_argument("--json", action="store_true", help="print them as a JSON list on stdout")
     p.set_defaults(handler=cmd_problems)
 
@@ -131,24 +137,69 @@ def _store_option(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_problems(args) -> int:
-    problems = [load_problem(name) for name in list_problems()]
+    """Every problem on the search path, one aligned line each; one whose problem.yaml does not load is listed as
+    broken with its one-line reason while the others still list, and the exit code is then 1 (0 when all load), so
+    that a script or CI notices."""
+    entries = [_problem_entry(name) for name in list_problems()]
     if args.json:
-        rows = [
-            {
-                "name": p.name,
-                "entry_point": p.entry_signature,
-                "tests": len(p.tests),
-                "benchmarks": len(p.benchmarks),
-                "templates": {d: [t.name for t in p.templates_for(d)] for d in ("cuda", "hip")},
-            }
-            for p in problems
-        ]
-        print(json.dumps(rows, indent=1))
-        return EXIT_OK
-    for p in problems:
-        first_line = p.description.strip().splitlines()[0]
-        print(f"{p.name:12s} {len(p.tests):3d} tests {len(p.benchmarks):3d} benchmarks  {first_line}")
-    return EXIT_OK
+        print(json.dumps(entries, indent=1))
+    else:
+        for line in _aligned([_problem_cells(e) for e in entries]):
+            print(line)
+    return EXIT_FAILED if any("broken" in e for e in entries) else EXIT_OK
+
+
+def _problem_entry(name: str) -> dict:
+    """A problem's listing as JSON: its counts, whole description, templates and each benchmark's flops (null
+    where unknown); or its name and why it is broken."""
+    try:
+        p = load_problem(name)
+    except ProblemError as exc:
+        return {"name": name, "broken": str(exc)}
+    return {
+        "name": p.name,
+        "entry_point": p.entry_signature,
+        "tests": len(p.tests),
+        "benchmarks": len(p.benchmarks),
+        "flops": p.benchmark_flops(),
+        "description": p.description.strip(),
+        "templates": {d: [t.name for t in p.templates_for(d)] for d in ("cuda", "hip")},
+    }
+
+
+def _problem_cells(entry: dict) -> list[str]:
+    """name, tests, benchmarks, flops, then the description's first sentence whole (lines joined, not cut)."""
+    if "broken" in entry:
+        return [entry["name"], f"broken: {entry['broken']}"]
+    known = [f for f in entry["flops"] if f]
+    flops = f"up to {_si(max(known))}FLOP" if known else "flops unknown"
+    text = " ".join(entry["description"].split())
+    sentence = re.match(r"(.+?[.!?])(\s|$)", text)
+    return [entry["name"], _count(entry["tests"], "test"), _count(entry["benchmarks"], "benchmark"), flops,
+            sentence.group(1) if sentence else text]  # fmt: skip
+
+
+def _aligned(rows: list[list[str]]) -> list[str]:
+    """Columns padded to their widest cell (the numbers of "11 tests" / "1 test" right-aligned), the last cell of
+    each row as long as it is."""
+    columns = max(len(row) for row in rows) - 1 if rows else 0
+    numbers = [max((len(r[i].split()[0]) for r in rows if len(r) > i + 1 and r[i][:1].isdigit()), default=0)
+               for i in range(columns)]  # fmt: skip
+    rows = [[c.rjust(len(c) + numbers[i] - len(c.split()[0])) if c[:1].isdigit() else c for i, c in enumerate(r[:-1])]
+            + r[-1:] for r in rows]  # fmt: skip
+    widths = [max((len(r[i]) for r in rows if len(r) > i + 1), default=0) for i in range(columns)]
+    return ["  ".join([*(c.ljust(w) for c, w in zip(r[:-1], widths, strict=False)), r[-1]]) for r in rows]
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _si(value: float) -> str:
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:.3g} {prefix}"
+    return f"{value:.3g} "
 
 
 def cmd_evaluate(args) -> int:
@@ -181,6 +232,7 @@ def cmd_baseline(args) -> int:
 
 
 def cmd_render(args) -> int:
+    _check_output(args.output)
     problem = load_problem(args.problem)
     template = problem.template(DIALECT_OF_TARGET[args.target], args.template)
     params = {}
@@ -200,6 +252,7 @@ def cmd_render(args) -> int:
 def cmd_report(args) -> int:
     from ksci.report.html import build_report  # matplotlib loads for this command only
 
+    _check_output(args.output)
     store, frame = _read_run(args)
     page = build_report(frame, store.read_source)
     if args.output:
@@ -335,6 +388,14 @@ def _conversion_failure(converted: HipifyResult) -> str:
     if len(lines) == 1 or LEFT_CUDA_ONLY in lines[-1]:
         return lines[-1].removeprefix(REFUSED)
     return "every converter failed:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def _check_output(path: Path | None) -> None:
+    """Refuse an -o file that cannot be written (no such folder, a folder) before the work that fills it."""
+    from ksci.run import output_file_problem
+
+    if path is not None and (wrong := output_file_problem(path)):
+        raise UsageError(wrong)
 
 
 def _read_source(path: Path) -> str:
