@@ -216,9 +216,11 @@ def _lineage_note(frame: pd.DataFrame, sim: bool) -> str:
         f"{r['generation']}: {escaped(r['hypothesis'])}</li>"
         for r in wins
     )
-    listing = (
-        f"<p>Experiments that beat their parent:</p><ul>{items}</ul>" if wins else "<p>No child beat its parent.</p>"
-    )
+    listing = f"<p>Experiments that beat their parent:</p><ul>{items}</ul>"
+    if len(wins) > 8:  # folded, so that a long run's list does not push the graph pages down
+        listing = f"<details><summary>{len(wins)} experiments beat their parent</summary><ul>{items}</ul></details>"
+    if not wins:
+        listing = "<p>No child beat its parent.</p>"
     return (
         '<p class="note">Each node is a candidate (short id, geomean and the short form of its hypothesis), one row '
         "per generation from the seeds at the top, ranked within it, fastest at the left; arrows run from parent to "

@@ -91,8 +91,15 @@ def _labels(ax, rows: dict, at: dict, better: set[str], best: list[str], width: 
         if isinstance(r["parent_id"], str):  # what the experiment changed; green where it beat the parent
             style = {"color": "#1b5e20", "weight": "bold"} if cid in better else {"color": "#666"}
             note = ax.annotate(
-                short_hypothesis(r["hypothesis"], width), (x, y), textcoords="offset points", xytext=(0, -29),
+                short_hypothesis(_without_family(r), width), (x, y), textcoords="offset points", xytext=(0, -29),
                 ha="center", va="top", fontsize=HYPOTHESIS_PT, **LABEL, **style,
             )  # fmt: skip
             hypotheses.append(note)
     return hypotheses
+
+
+def _without_family(row: pd.Series) -> str:
+    """The hypothesis without its leading "template: " (the tuning proposer's form): the change itself fits."""
+    text, template = row["hypothesis"] or "", row["template"]
+    prefix = f"{template}: " if isinstance(template, str) else None
+    return text[len(prefix) :] if prefix and text.startswith(prefix) else text
