@@ -5,13 +5,29 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
+import shutil
 from dataclasses import asdict, fields
+from pathlib import Path
 
 import pytest
 
 from ksci.evaluate.setup import EvaluationSetup
+from ksci.lineage.identity import RunIdentity, claim_run, identity_of, read_identity
 from ksci.lineage.store import Candidate, LineageStore
-from ksci.run import LIMIT_PARAMETERS, RunLimits, RunSpec, candidates_before, progress_line
+from ksci.problem.spec import load_problem
+from ksci.run import (
+    LIMIT_PARAMETERS,
+    RunLimits,
+    RunSpec,
+    budget_problem,
+    candidates_before,
+    limits_problem,
+    output_file_problem,
+    progress_line,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_the_evolve_flows_parameters_are_the_specs_fields_flat():
@@ -81,3 +97,110 @@ def test_the_candidate_cap_counts_recorded_generations_before_and_the_ones_still
     assert candidates_before(capped, 2) == 6  # generation 2's own rows (a rerun's) do not count
     assert candidates_before(capped, 3, running={2: 4}) == 6 + 4  # generation 2 runs: its children count
     assert candidates_before(RunSpec(problem="p", run="r", store_root=str(tmp_path)), 3) == 0  # no cap: not read
+
+
+# ---- settings checked in one place (issue 26): what the command line refuses before Prefect starts ----
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"run": "../escape"}, "invalid run name '../escape'"),
+        ({"run": "a/b"}, "invalid run name 'a/b'"),
+        ({"run": ""}, "invalid run name ''"),
+        ({"run": "sources"}, "invalid run name 'sources'"),
+        ({"run": "x" * 101}, "at most 100 characters"),
+        ({"strategy": "bogus"}, "--strategy must be one of diverse, elitist, tournament (got 'bogus')"),
+        ({"seed": -1}, "--seed must be 0 to 4294967295"),
+        ({"generations": 0}, "--generations and --children must be at least 1"),
+        ({"target": "metal"}, "target 'metal': expected cuda or rocm"),
+    ],
+)
+def test_a_spec_refuses_what_no_run_can_use(settings, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        RunSpec(problem="fp8_gemm", **{"run": "r", **settings})
+
+
+@pytest.mark.parametrize("seconds", [float("nan"), float("inf"), -1.0])
+def test_a_time_limit_must_be_a_finite_number_of_seconds(seconds):
+    with pytest.raises(ValueError, match="time_limit_s"):
+        RunLimits(time_limit_s=seconds)
+
+
+def test_the_small_checks_say_what_is_wrong_in_one_line(tmp_path):
+    assert limits_problem(None, float("nan")) == "--time-limit must be at least 0 minutes, a finite number (got nan)"
+    assert limits_problem(0, None) == "--max-candidates must be at least 1 (got 0)"
+    assert limits_problem(5, 0.0) is None
+    assert budget_problem(0, None) == "--budget-tokens must be at least 1 (got 0)"
+    assert budget_problem(None, -1.0) == "--budget-usd must be a finite amount above 0 dollars (got -1.0)"
+    assert budget_problem(None, float("inf")) and budget_problem(1000, 0.5) is None
+    assert (
+        output_file_problem(tmp_path / "missing" / "x.html")
+        == f"cannot write {tmp_path}/missing/x.html: no folder {tmp_path}/missing"
+    )
+    assert output_file_problem(tmp_path) == f"{tmp_path} is a folder; give a file name"
+    assert output_file_problem(tmp_path / "x.html") is None
+
+
+# ---- a run's identity (issue 26): --run with another problem, target, settings or templates is refused ----
+
+
+def _rows(run: str, problem: str = "fp8_gemm") -> list[Candidate]:
+    return [
+        Candidate(run=run, problem=problem, generation=0, candidate_id=f"{i}".ljust(16, "0"), proposer="seed",
+                  source_path="s", target="cuda", status="ok")
+        for i in range(2)
+    ]  # fmt: skip
+
+
+def _identity(problem: str = "fp8_gemm", **settings) -> RunIdentity:
+    values = {"target": "cuda", "arch": None, "proposer": "tuning", "strategy": "elitist", "simulate": "", **settings}
+    return identity_of(load_problem(problem), **values)
+
+
+def test_a_run_without_an_identity_is_accepted_and_gets_one(tmp_path):
+    store = LineageStore(tmp_path)
+    store.append(_rows("old"))  # a store older than identity.json
+    assert read_identity(store, "old") is None
+    assert claim_run(store, "old", _identity()) is None
+    assert read_identity(store, "old") == _identity()
+    assert claim_run(store, "old", _identity()) is None  # the same settings again: accepted
+
+
+@pytest.mark.parametrize(
+    ("wanted", "said"),
+    [
+        ({"problem": "rmsnorm"}, "this command asks for problem rmsnorm (the run has fp8_gemm)"),
+        ({"target": "rocm"}, "target rocm (the run has cuda)"),
+        ({"strategy": "diverse"}, "strategy diverse (the run has elitist)"),
+        ({"arch": "sm_80"}, "arch sm_80 (the run has default)"),
+        ({"simulate": None}, "timings measured (the run has simulated (made-up))"),
+    ],
+)
+def test_another_problem_or_setting_on_a_run_with_candidates_is_refused_naming_it(tmp_path, wanted, said):
+    store = LineageStore(tmp_path)
+    store.append(_rows("mix"))
+    assert claim_run(store, "mix", _identity()) is None
+    refusal = claim_run(store, "mix", _identity(**wanted))
+    assert refusal.startswith("run 'mix' is fp8_gemm on cuda, tuning proposer, elitist, simulated (made-up); ")
+    assert said in refusal and "\n" not in refusal
+    assert read_identity(store, "mix") == _identity()  # not overwritten
+
+
+def test_a_changed_template_is_a_different_run(tmp_path, monkeypatch):
+    folder = tmp_path / "kernels"
+    shutil.copytree(ROOT / "kernels" / "rmsnorm", folder / "rmsnorm", ignore=shutil.ignore_patterns("solutions"))
+    monkeypatch.setenv("KSCI_KERNELS_DIR", str(folder))
+    store = LineageStore(tmp_path / "runs")
+    store.append(_rows("r", "rmsnorm"))
+    assert claim_run(store, "r", _identity("rmsnorm")) is None
+    naive = folder / "rmsnorm" / "templates" / "cuda" / "naive.cu.j2"
+    naive.write_text(naive.read_text() + "// changed\n")
+    assert "template cuda/naive has changed since the run started" in claim_run(store, "r", _identity("rmsnorm"))
+
+
+def test_a_run_that_recorded_nothing_takes_the_new_identity(tmp_path):
+    store = LineageStore(tmp_path)
+    assert claim_run(store, "fresh", _identity()) is None  # written, no candidates yet (Prefect never started)
+    assert claim_run(store, "fresh", _identity("rmsnorm")) is None
+    assert read_identity(store, "fresh").problem == "rmsnorm"
