@@ -1,5 +1,5 @@
 # Two commands do all the set-up on a fresh Debian machine with Python 3.11+ (see README.md):
-#   make evolve PROBLEM=fp8_gemm GENERATIONS=5     the main job
+#   make evolve PROBLEM=fp8_gemm GENERATIONS=5     the main job (SIMULATE=1: without a GPU, made-up timings)
 #   make test                                       the tests (what CI runs)
 PYTHON ?= python3
 VENV := .venv
@@ -43,5 +43,8 @@ lint: setup
 test: setup lint
 	KSCI_REQUIRE_TOOLCHAINS=$${KSCI_REQUIRE_TOOLCHAINS:-1} $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
+# SIMULATE=1: no GPU, made-up timings (every number the run shows is marked simulated); SIMULATE=FILE.json:
+# replay the timings recorded in FILE.json (benchmarks/record_space.py). Unset: real GPUs.
 evolve: setup
-	$(BIN)/ksci evolve --problem $(PROBLEM) --target $(TARGET) --generations $(GENERATIONS)
+	$(BIN)/ksci evolve --problem $(PROBLEM) --target $(TARGET) --generations $(GENERATIONS) \
+		$(if $(SIMULATE),$(if $(filter 1 yes true,$(SIMULATE)),--simulate,--simulate $(SIMULATE)))

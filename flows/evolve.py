@@ -25,14 +25,17 @@ from prefect.artifacts import create_markdown_artifact, create_progress_artifact
 from prefect.client.orchestration import get_client
 from prefect.context import FlowRunContext
 from prefect.deployments import run_deployment
+from prefect.exceptions import TerminationSignal
 from prefect.futures import wait
 from prefect.runtime import flow_run
 from prefect.states import Scheduled
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from flows.artifacts import artifact_key, generation_markdown, generation_table
+from ksci.console.events import observer
 from ksci.devices import GPU_PRIORITY
 from ksci.evaluate.harness_process import SPARES
+from ksci.evaluate.isolate import stop_children
 from ksci.lineage.store import LineageStore
 from ksci.llm.config import LlmConfig
 from ksci.proposers.choice import llm_for, proposer_for
@@ -69,7 +72,13 @@ def evolve_generation(spec: RunSpec, generation: int, llm: LlmConfig | None = No
     own_run = _is_a_deployment_run()
     proposer = proposer_for(spec, llm_for(spec, llm) if own_run else llm)
     with gpu_host(spec) if own_run else nullcontext():
-        return _generation(spec, generation, proposer)
+        try:
+            return _generation(spec, generation, proposer)
+        except (KeyboardInterrupt, SystemExit, TerminationSignal):
+            # Stopped (Ctrl-C, SIGTERM): its harness children are killed now, not after the task runner has
+            # waited for them (leaving this subflow waits for its running tasks).
+            stop_children()
+            raise
 
 
 def _generation(spec: RunSpec, generation: int, proposer: Proposer) -> dict:
@@ -96,7 +105,7 @@ def _steps(spec: RunSpec, logger) -> Steps:
     """The Prefect tasks a proposer calls: what it proposes is evaluated and recorded through them."""
     setup = spec.evaluation()
     return Steps(
-        submit=lambda source, meta: submit_candidate(setup, source, meta),
+        submit=lambda source, meta: _reported(submit_candidate(setup, source, meta), meta.generation),
         wait=lambda chains: wait([chain.recorded for chain in chains]),
         verdict=_verdict,
         select=select,
@@ -106,6 +115,18 @@ def _steps(spec: RunSpec, logger) -> Steps:
         ask=ask,
         logger=logger,
     )
+
+
+def _reported(chain: CandidateChain, generation: int) -> CandidateChain:
+    """The chain, whose end (its row recorded, or a stage failed) is reported to the run's observer."""
+
+    def recorded(future) -> None:
+        future.wait(0)  # done: takes its final state from the finished thread, not from the API
+        row = future.result(raise_on_failure=False) if future.state.is_completed() else None
+        observer().candidate_finished(generation, row if isinstance(row, dict) else None)
+
+    chain.recorded.add_done_callback(recorded)
+    return chain
 
 
 def _verdict(chain: CandidateChain):
@@ -203,7 +224,8 @@ def run_evolution(spec: RunSpec, llm: LlmConfig | None = None) -> list[dict]:
     def finished(summary: dict) -> None:
         summaries.append(summary)
         update_progress_artifact(progress, 100.0 * len(summaries) / spec.generations)
-        print(progress_line(summaries, spec.generations))
+        print(progress_line(summaries, spec.generations))  # to the logs (log_prints); the terminal's is the observer's
+        observer().generation_finished(summary)
 
     try:
         if spec.on_workers:  # the worker's LLM configuration, not this process's object (it may hold a key)
@@ -235,10 +257,16 @@ def _one_after_another(spec: RunSpec, proposer: Proposer, finished, run_generati
         stop = proposer.stop_reason(spec)
         stop = stop or spec.limits.stop_reason(generation, candidates, time.monotonic() - started)
         if stop:
-            print(f"evolution {spec.run} stops before generation {generation}: {stop}")
+            _stops_early(f"evolution {spec.run} stops before generation {generation}: {stop}")
             return
         work = spec.with_children(spec.limits.children(spec.children, candidates))
+        observer().generation_started(generation, work.children)
         finished(run_generation(work, generation))
+
+
+def _stops_early(message: str) -> None:
+    print(message)
+    observer().stopped_early(message)
 
 
 def _side_by_side(spec: RunSpec, llm: LlmConfig | None, finished) -> None:
@@ -260,10 +288,11 @@ def _side_by_side(spec: RunSpec, llm: LlmConfig | None, finished) -> None:
             candidates = candidates_before(spec, generation, given)
             stop = spec.limits.stop_reason(generation, candidates, time.monotonic() - started)
             if stop:
-                print(f"evolution {spec.run} stops before generation {generation}: {stop}")
+                _stops_early(f"evolution {spec.run} stops before generation {generation}: {stop}")
                 break
             given[generation] = spec.limits.children(spec.children, candidates)
             work = spec.with_children(given[generation])
+            observer().generation_started(generation, work.children)
             running[generation] = pool.submit(copy_context().run, _overlapping, work, generation, llm)
         for done in sorted(running):
             finished(running.pop(done).result())

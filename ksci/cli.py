@@ -12,12 +12,14 @@ no flow (problems, evaluate, render, report, port, ...) live in ksci/commands.py
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 
-from ksci import __version__
+from ksci import PROJECT_ROOT, __version__
 from ksci.commands import (
     EXIT_BAD_INPUT,
     EXIT_ENVIRONMENT,
@@ -33,7 +35,6 @@ from ksci.evaluate.toolchain import ToolchainMissing
 from ksci.evaluate.visibility import gpu_visible, visible_gpus
 from ksci.lineage.storage import check_store_root
 from ksci.problem.spec import DIALECT_OF_TARGET, ProblemError, load_problem
-from ksci.report.summary import format_evolution
 from ksci.run import DEFAULT_STORE, OVERLAP_RULE, RunLimits, RunSpec, new_run_name, overlap_allowed
 
 
@@ -128,6 +129,13 @@ def _add_evolve_command(sub) -> None:
         "--store", help="lineage store: a folder or an fsspec URL such as s3://bucket/runs (default: data/runs)"
     )
     _add_proposer_options(p)
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--quiet", action="store_true", help="print only the final summary (default: progress)")
+    shown.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print Prefect's logs on the terminal too (default: in RUN/evolve.log in the store, and the Prefect UI)",
+    )
     p.set_defaults(handler=cmd_evolve)
 
 
@@ -163,44 +171,78 @@ def _add_proposer_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _exit_on_sigterm() -> None:
-    """SIGTERM (a scheduler stopping the job, `timeout`, a container's stop) ends `ksci evolve` as an exception
-    does: Python unwinds and runs its exit handlers, so the embedded Prefect API is stopped with it. Prefect's own
-    handler marks the flow run crashed during the run, then hands the signal on to this one. With Python's default
-    action instead, the process died at once and left the embedded API's server process running."""
-
-    def stop(signum, frame):
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, stop)
-
-
 def cmd_evolve(args) -> int:
-    proposer, llm = _check_evolve(args)
-    from ksci.embedded import configure_prefect
+    """The evolution with its progress on the terminal (ksci.console) and Prefect's logs in the run's log file.
 
+    Stopping: Ctrl-C (the terminal's SIGINT to the whole process group), SIGINT or SIGTERM to this process end the
+    run within seconds, with no process left behind and one line naming the run and how to continue it; rc 130
+    for SIGINT, 143 for SIGTERM (ksci.console.stop). A second Ctrl-C ends it at once."""
+    proposer, llm = _check_evolve(args)
+    spec = _run_spec(args, proposer)
+    from ksci.console.display import RunHeader, display_for, print_summary
+    from ksci.console.events import install
+    from ksci.console.logs import log_path_of, route_prefect_logs
+    from ksci.console.stop import Interrupted, StopOnSignals, say_stopped
+    from ksci.embedded import EmbeddedApi, configure_prefect
+
+    log_path = log_path_of(spec.store_root, spec.run, PROJECT_ROOT / "data" / "logs")
+    route_prefect_logs(log_path, args.verbose)
     configure_prefect()
-    _exit_on_sigterm()
+    header = RunHeader(spec.run, spec.problem, spec.target, spec.generations, spec.store_root, str(log_path))
+    header = replace(header, simulated=spec.simulate, llm=llm is not None)
+    display = display_for(header, args.quiet, args.verbose)
+    api = None if os.environ.get("PREFECT_API_URL") else EmbeddedApi(log_path)  # a server of the user's wins
+    stop = StopOnSignals(lambda why: say_stopped(spec.run, why), api.kill if api else lambda: None)
+    with stop:
+        display.on_output_closed = lambda: stop.stop(Interrupted("stopped: its output was closed", EXIT_OK))
+        try:
+            display.open()
+            install(display)
+            summaries = _evolve(spec, llm, display, api)
+        except (Interrupted, KeyboardInterrupt, _termination_signal()) as exc:
+            display.close()
+            stop.say_once(getattr(exc, "why", "stopped by a signal"))
+            return getattr(exc, "exit_code", 128 + getattr(exc, "signal", signal.SIGINT))
+        except (UsageError, ProblemError, ToolchainMissing, EnvironmentProblem):
+            raise  # main() says these in one line, with their own exit codes
+        except Exception as exc:  # a generation failed; Prefect has logged its traceback, so one line is enough here
+            display.close()
+            print(f"ksci: evolution {spec.run} stopped: {_stopped_because(exc)} (log: {log_path})", file=sys.stderr)
+            print(
+                f"ksci: every candidate recorded so far is kept; rerun with --run {spec.run} to continue",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED
+        finally:
+            display.close()
+            install(None)
+    print_summary(summaries, spec.store_root, spec.run, llm is not None)
+    return EXIT_OK
+
+
+def _evolve(spec: RunSpec, llm, display, api) -> list[dict]:
+    """Start the embedded API (a step of the display) while importing Prefect, then run the evolve flow. The API is
+    stopped at exit, after Prefect's own exit handlers have sent their last logs and events (atexit runs in reverse
+    order, and it is registered before Prefect is imported)."""
+    if api is not None:
+        with display.step("starting the Prefect API (embedded server)", "Prefect API (embedded server) started"):
+            atexit.register(api.stop)
+            api.start()
+            from flows.evolve import evolve
+
+            api.wait_ready()
     from flows.evolve import evolve
 
-    spec = _run_spec(args, proposer)
-    try:
-        summaries = evolve(**spec.parameters(), llm=llm)
-    except (UsageError, ProblemError, ToolchainMissing, EnvironmentProblem):
-        raise  # main() says these in one line, with their own exit codes
-    except Exception as exc:  # a generation failed; Prefect has logged its traceback, so one line is enough here
-        print(f"ksci: evolution {spec.run} stopped: {_stopped_because(exc)}", file=sys.stderr)
-        print(
-            f"ksci: every candidate recorded so far is kept; rerun with --run {spec.run} to continue", file=sys.stderr
-        )
-        return EXIT_FAILED
-    print(format_evolution(summaries, spec.store_root))
-    if llm is not None and summaries:
-        from ksci.llm.ledger import LlmLedger
+    return evolve(**spec.parameters(), llm=llm)
 
-        tokens, usd = LlmLedger(spec.store_root).spent(spec.run)
-        print(f"LLM calls of this run so far: {tokens} tokens, ${usd:.4f} (see {spec.store_root}/{spec.run}/llm_calls)")
-    return EXIT_OK
+
+def _termination_signal() -> type[BaseException]:
+    """Prefect's exception for a SIGTERM during a flow run, which normally hands the signal on to ksci's handler
+    (ksci.console.stop) but may end the flow run itself; evaluated only once an exception is raised, when Prefect has
+    been imported."""
+    from prefect.exceptions import TerminationSignal
+
+    return TerminationSignal
 
 
 def _check_evolve(args):

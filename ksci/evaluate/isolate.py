@@ -4,6 +4,9 @@ The child gets its own process group (a hard timeout kills the whole group), wri
 (so a chatty or stuck grandchild cannot block a pipe), and reports through a dedicated pipe as JSON lines.
 A child may be started ahead of its run (`Child`): it prepares (imports its libraries) until the parent sends it
 the go-ahead, one JSON line on its stdin, and only then does its work; the timeout counts from the go-ahead.
+A run that is being stopped (Ctrl-C, SIGTERM: `stop_children`) kills every live child's group at once and starts
+no new one; a child killed so raises `StoppedByUser` instead of returning an outcome, so that the task fails (not
+cached) and no verdict of a kernel that was only interrupted is recorded.
 """
 
 from __future__ import annotations
@@ -21,6 +24,26 @@ from pathlib import Path
 from ksci.evaluate.report_pipe import read_reports
 
 OUTPUT_TAIL_CHARS = 8000
+_LIVE: set[int] = set()  # process-group ids of the children started and not yet reaped
+_LIVE_LOCK = threading.Lock()
+_STOPPING = threading.Event()
+
+
+class StoppedByUser(RuntimeError):
+    """The run is being stopped (a signal): a child was killed, or none may start."""
+
+
+def stop_children() -> None:
+    """Kill the process group of every live child and let no new one start (the run stops; idempotent)."""
+    _STOPPING.set()
+    with _LIVE_LOCK:
+        groups = list(_LIVE)
+    for pgid in groups:
+        _kill_group(pgid)
+
+
+def stopping() -> bool:
+    return _STOPPING.is_set()
 
 
 @dataclass
@@ -54,6 +77,8 @@ class Child:
     its parent gave up on it. `close` (or leaving the `with` block) kills the process group, run or not."""
 
     def __init__(self, argv: list[str], env: dict | None = None, cwd: Path | None = None) -> None:
+        if _STOPPING.is_set():
+            raise StoppedByUser("the run is stopping: no new child process")
         read_fd, write_fd = os.pipe()
         self.outcome = ChildOutcome()
         self._arrived: dict[str, float] = {}  # event -> monotonic time of its first message
@@ -75,6 +100,10 @@ class Child:
             raise
         finally:
             os.close(write_fd)
+        with _LIVE_LOCK:
+            _LIVE.add(self._proc.pid)  # its group id too (start_new_session)
+        if _STOPPING.is_set():  # a stop that came while it started
+            _kill_group(self._proc.pid)
         self._reader = threading.Thread(target=read_reports, args=(read_fd, self.outcome, self._arrived), daemon=True)
         self._reader.start()
         self._ran = False
@@ -98,6 +127,9 @@ class Child:
             _kill_group(proc.pid)
             outcome.returncode = proc.wait()
         _kill_group(proc.pid)  # grandchildren left behind by a child that exited
+        self._forget()
+        if _STOPPING.is_set() and outcome.returncode is not None and outcome.returncode < 0:
+            raise StoppedByUser(f"the run is stopping: child {proc.pid} was killed")
         outcome.wall_s = time.monotonic() - start
         self._reader.join(timeout=10)
         # A message that came before the go-ahead (a child that did not wait for it) counts as coming at it.
@@ -111,12 +143,18 @@ class Child:
         if not self._ran:  # never given its go-ahead: kill it with its group (run killed and reaped it already)
             _kill_group(self._proc.pid)  # before wait(): until it is reaped, its group id cannot be reused
             self._proc.wait()
+            self._forget()
         if self._proc.stdin and not self._proc.stdin.closed:
             try:
                 self._proc.stdin.close()
             except OSError:
                 pass
         self._output.close()
+
+    def _forget(self) -> None:
+        """Reaped: its group id may be reused by another process, so it is never killed again."""
+        with _LIVE_LOCK:
+            _LIVE.discard(self._proc.pid)
 
     def __enter__(self) -> Child:
         return self
