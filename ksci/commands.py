@@ -31,6 +31,7 @@ from ksci.problem.spec import (
     load_problem,
     register_problem_dir,
 )
+from ksci.profile.command import add_profile_arguments, print_profile
 from ksci.report.summary import format_verdict
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_ENVIRONMENT = 0, 1, 2, 3
@@ -66,6 +67,10 @@ def add_evaluation_commands(sub) -> None:
     _timeout_option(p, 1800.0)
     p.add_argument("--json", action="store_true", help="print the verdict as JSON on stdout")
     p.set_defaults(handler=cmd_baseline)
+
+    p = sub.add_parser("profile", help="profile one kernel source on one shape (ncu / rocprofv3) and print the digest")
+    add_profile_arguments(p)
+    p.set_defaults(handler=cmd_profile)
 
     p = sub.add_parser("render", help="print a seed template rendered at a parameter point")
     problem_and_target(p)
@@ -229,6 +234,15 @@ def cmd_baseline(args) -> int:
     verdict = measure_baselines(problem, EvaluationOptions(target=args.target, timeout_s=args.timeout))
     print(json.dumps(verdict.to_dict(), indent=1) if args.json else format_verdict(verdict))
     return EXIT_OK
+
+
+def cmd_profile(args) -> int:
+    """The digest of a profile (ksci/profile/); no profile (no profiler, no permission, ...) is exit code 1."""
+    problem = load_problem(args.problem)
+    profiled, error = print_profile(problem, _read_source(args.source), args)
+    if error:
+        raise UsageError(error)
+    return EXIT_OK if profiled else EXIT_FAILED
 
 
 def cmd_render(args) -> int:

@@ -111,3 +111,15 @@ def test_a_profiler_past_its_time_is_a_value(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     result = profile_library(ProfileRequest("fp8_gemm_kmajor", "/x.so", {"m": 1}, timeout_s=1))
     assert not result.ok and digest(result) == "no profile: ncu ran past its 1 s limit"
+
+
+def test_ksci_profile_without_a_profiler_prints_no_profile(tmp_path, monkeypatch, capsys):
+    from ksci.cli import main
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(run, "PLACES", {"ncu": (), "rocprofv3": ()})
+    source = Path(__file__).parents[1] / "kernels" / "fp8_gemm_kmajor" / "solutions"
+    kernel = next(source.rglob("*.cu"))
+    rc = main(["profile", "--problem", "fp8_gemm_kmajor", "--source", str(kernel)])
+    assert rc == 1
+    assert capsys.readouterr().out.strip() == "no profile: ncu is not installed on this host"

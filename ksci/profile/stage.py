@@ -6,11 +6,13 @@ compile gives a ProfileResult that says so, like every other reason for no profi
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ksci.evaluate.options import EvaluationOptions
 from ksci.evaluate.stages import compile_candidate, prepare
 from ksci.problem.spec import Problem, shape_key
 from ksci.profile.record import ProfileResult
-from ksci.profile.run import TOOL_OF_TARGET, ProfileRequest, profile_library
+from ksci.profile.run import TOOL_OF_TARGET, ProfileRequest, find_profiler, profile_library
 
 
 def default_shape(problem: Problem) -> dict:
@@ -37,10 +39,17 @@ def chosen_shape(problem: Problem, wanted: str | None) -> dict | str:
 
 
 def profile_source(
-    problem: Problem, source: str, options: EvaluationOptions, shape: dict, timeout_s: float = 300.0
+    problem: Problem,
+    source: str,
+    options: EvaluationOptions,
+    shape: dict,
+    timeout_s: float = 300.0,
+    keep_dir: Path | None = None,
 ) -> ProfileResult:
     """Compile `source` as the evaluation does (screen, sandboxed compiler, library check), then profile it."""
     tool = TOOL_OF_TARGET[options.target]
+    if find_profiler(options.target) is None:  # nothing to compile for
+        return ProfileResult(False, tool, why=f"{tool} is not installed on this host", shape=shape)
     prepared = prepare(problem, source, options.target)
     if not prepared.ok:
         return ProfileResult(False, tool, why=f"not compiled: {prepared.note}", shape=shape)
@@ -49,5 +58,8 @@ def profile_source(
         first = (compiled.rejected or compiled.log.strip() or "compile failed").splitlines()[0][:300]
         return ProfileResult(False, tool, why=f"not compiled: {first}", shape=shape)
     kernels = tuple(r.name.split("(")[0] for r in compiled.resources if r.name)
-    request = ProfileRequest(problem.name, compiled.library, shape, options.target, kernels, options.device, timeout_s)
+    request = ProfileRequest(
+        problem.name, compiled.library, shape, options.target, kernels, options.device, timeout_s,
+        keep_dir=str(keep_dir) if keep_dir else None,
+    )  # fmt: skip
     return profile_library(request)
