@@ -216,7 +216,10 @@ def test_llm_endpoint_down_mid_generation_stops_the_run_cleanly_and_a_rerun_comp
         log.close()
     out = (tmp_path / "first.log").read_text()
     assert first.returncode == 1, out[-3000:]
-    assert "generation 1: 0 candidates from the LLM (3 of 3 plans lost (call failed: connection" in out
+    lost = "generation 1: 0 candidates from the LLM (3 of 3 plans lost (call failed: unreachable: cannot reach the LLM "
+    run_log = tmp_path / "store" / "down" / "evolve.log"  # where the run's log goes once the console is quiet (H1)
+    logged = out + (run_log.read_text() if run_log.is_file() else "")
+    assert lost + f"endpoint http://127.0.0.1:{port}/v1 (ConnectError: " in logged  # the URL named
     assert "ksci: evolution down stopped: RuntimeError: the experiment designer's endpoint did not answer" in out
     assert "rerun with --run down to continue" in out and "in cmd_evolve" not in out  # no traceback out of the CLI
     store, ledger = LineageStore(tmp_path / "store"), LlmLedger(tmp_path / "store")
@@ -227,9 +230,9 @@ def test_llm_endpoint_down_mid_generation_stops_the_run_cleanly_and_a_rerun_comp
     assert outcomes == {
         (1, "selector"): ["ok", 1],
         (1, "designer"): ["ok", 1],
-        (1, "writer"): ["connection", 3 * 4],  # each plan's call and its 3 retries, all refused, all recorded
-        (2, "selector"): ["connection", 4],  # then the rule chose
-        (2, "designer"): ["connection", 4],  # and the generation failed
+        (1, "writer"): ["unreachable", 3 * 4],  # each plan's call and its 3 retries, all refused, all recorded
+        (2, "selector"): ["unreachable", 4],  # then the rule chose
+        (2, "designer"): ["unreachable", 4],  # and the generation failed
     }
 
     again_server = ScriptedLlmServer(script, port=port).start()  # the same endpoint back (the port is in the config)
