@@ -78,6 +78,7 @@ SCHEMA = pa.schema(
         pa.field("speedup_vs_reference", pa.float64()),
         pa.field("speedup_vs_vendor", pa.float64()),
         pa.field("shape_times_json", pa.string(), nullable=False),
+        pa.field("shape_baselines_json", pa.string()),
         pa.field("gpu", pa.string()),
         pa.field("fingerprint_json", pa.string(), nullable=False),
         pa.field("llm_model", pa.string()),
@@ -172,6 +173,9 @@ class Candidate:
     speedup_vs_reference: float | None = None
     speedup_vs_vendor: float | None = None
     shape_times_json: str = "{}"  # {shape_key: median_us}
+    # {shape_key: {"vendor_us", "reference_us"}}: the baselines timed beside it, for the per-shape standing
+    # (ksci.profile.standing); null in rows written before the column (nullable, so no version change).
+    shape_baselines_json: str | None = None
     gpu: str | None = None
     fingerprint_json: str = "{}"
     llm_model: str | None = None
@@ -229,6 +233,7 @@ def candidate_from_verdict(verdict: Verdict, meta: CandidateMeta, source_path: s
         speedup_vs_reference=verdict.speedup_vs_reference,
         speedup_vs_vendor=verdict.speedup_vs_vendor,
         shape_times_json=json.dumps(shape_times, sort_keys=True),
+        shape_baselines_json=json.dumps(_shape_baselines(verdict), sort_keys=True),
         gpu=verdict.fingerprint.get("gpu"),
         fingerprint_json=json.dumps(verdict.fingerprint, sort_keys=True, default=str),
         llm_model=llm.model if llm else None,
@@ -355,6 +360,17 @@ class LineageStore:
             columns = table.to_pydict()
             keys.update(zip(*(columns[k] for k in KEY), strict=True))
         return keys
+
+
+def _shape_baselines(verdict: Verdict) -> dict:
+    """Per shape, the vendor library's and the reference's median time measured beside the candidate."""
+    return {
+        shape_key(t.shape): {
+            "vendor_us": t.vendor.median_us if t.vendor else None,
+            "reference_us": t.reference.median_us if t.reference else None,
+        }
+        for t in verdict.timings
+    }
 
 
 def _max_of(values) -> int | None:
