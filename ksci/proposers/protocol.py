@@ -44,6 +44,7 @@ class Steps:
     render: Callable[..., Any] | None = None  # (problem, dialect, template, params) -> pending source
     compose: Callable[..., Any] | None = None  # (problem, dialect, plan) -> pending source
     ask: Callable[..., PendingAnswer] | None = None  # (config, request, ledger) -> the call, sent
+    profile: Callable[[str, str], str] | None = None  # (source, candidate_id) -> profile digest (ksci.profile)
     logger: logging.Logger | logging.LoggerAdapter = field(default_factory=lambda: logging.getLogger("ksci"))
 
 

@@ -30,6 +30,7 @@ from ksci.llm.knowledge import load_knowledge
 from ksci.llm.ledger import LlmLedger
 from ksci.llm.request import Answer, Ledger, StageRequest
 from ksci.problem.spec import SUFFIX_OF_DIALECT, load_problem
+from ksci.profile.view import NO_PROFILE_STEP, hardware_view
 from ksci.proposers.protocol import GenerationContext, Proposed, Proposer, Steps
 from ksci.run import RunSpec
 
@@ -149,6 +150,8 @@ class ScientistProposer:
         reference_id = selection.reference_id
         reference = _kernel(population, store, reference_id, context.dialect) if reference_id else None
         experiments = _experiments(population, selection.base_id)
+        digest = steps.profile(base["source"], selection.base_id) if steps.profile else NO_PROFILE_STEP
+        base["hardware"] = hardware_view(problem, population, selection.base_id, reference_id, digest)
         bench = writer.Workbench(
             problem, spec.target, context.dialect, base, reference, knowledge, self.config.prompts_dir
         )
