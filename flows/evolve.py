@@ -45,6 +45,7 @@ from ksci.run import DEFAULT_STORE, RunSpec, candidates_before, progress_line
 from tasks.compose import compose
 from tasks.evaluation import CandidateChain, start_spare_harnesses, submit_candidate
 from tasks.llm import ask
+from tasks.profile import profile_step
 from tasks.stages import hypothesize, read_population, render, select
 
 __all__ = ["DEFAULT_STORE", "evolve", "evolve_generation"]
@@ -113,6 +114,7 @@ def _steps(spec: RunSpec, logger) -> Steps:
         render=render.submit,
         compose=compose.submit,
         ask=ask,
+        profile=profile_step(setup, spec.run) if spec.profile else None,
         logger=logger,
     )
 

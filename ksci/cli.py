@@ -129,6 +129,7 @@ def _add_evolve_command(sub) -> None:
         "--store", help="lineage store: a folder or an fsspec URL such as s3://bucket/runs (default: data/runs)"
     )
     _add_proposer_options(p)
+    p.add_argument("--no-profile", action="store_true", help="do not profile each generation's Base (ncu/rocprofv3)")
     shown = p.add_mutually_exclusive_group()
     shown.add_argument("--quiet", action="store_true", help="print only the final summary (default: progress)")
     shown.add_argument(
@@ -333,6 +334,7 @@ def _run_spec(args, proposer: str) -> RunSpec:
         simulate=args.simulate,
         proposer=proposer,
         overlap=overlap,
+        profile=not args.no_profile,
         limits=RunLimits(args.max_candidates, None if args.time_limit is None else 60.0 * args.time_limit),
     )
 

@@ -92,6 +92,7 @@ class RunSpec:
     llm_config: str | None = None  # a ksci.toml path, for a process given no LlmConfig object (a deployment's)
     overlap: int = 0  # generations a new one may overlap (ksci.proposers.overlap)
     generation_deployment: str | None = None  # run each generation as a flow run of this deployment
+    profile: bool = True  # profile each generation's Base for the LLM's prompts (ksci.profile; --no-profile: off)
     limits: RunLimits = field(default_factory=RunLimits)
 
     def __post_init__(self) -> None:
