@@ -285,8 +285,12 @@ def cmd_report(args) -> int:
 def cmd_status(args) -> int:
     from ksci.report.status import format_status  # no matplotlib: the status prints from the facts alone
 
-    _store, frame = _read_run(args)
+    store, frame = _read_run(args)
     print(format_status(frame, args.run))
+    from ksci.profile.records import profiling_line
+
+    if line := profiling_line(store.root, args.run):
+        print(line)
     return EXIT_OK
 
 

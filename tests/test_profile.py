@@ -123,3 +123,20 @@ def test_ksci_profile_without_a_profiler_prints_no_profile(tmp_path, monkeypatch
     rc = main(["profile", "--problem", "fp8_gemm_kmajor", "--source", str(kernel)])
     assert rc == 1
     assert capsys.readouterr().out.strip() == "no profile: ncu is not installed on this host"
+
+
+def test_profiles_are_recorded_per_generation_and_summed_for_status(tmp_path):
+    from ksci.profile.records import profiling_line, read_profiles, record_profile
+
+    kernels = ncu_kernels("ncu_raw_handwritten_h100.csv")
+    ok = ProfileResult(True, "ncu", "2025.1", gpu="H100", shape={"m": 1}, kernels=kernels, seconds=12.25)
+    denied = ProfileResult(False, "ncu", "2025.1", why="no permission (ERR_NVGPUCTRPERM)", seconds=1.5)
+    record_profile(str(tmp_path), "r", 1, "a" * 16, "base", ok, digest(ok))
+    record_profile(str(tmp_path), "r", 2, "b" * 16, "base", denied, digest(denied))
+    records = read_profiles(str(tmp_path), "r")
+    assert [(r.generation, r.ok) for r in records] == [(1, True), (2, False)]
+    assert records[0].digest.splitlines()[2].startswith("roofline class: compute-bound")
+    assert profiling_line(str(tmp_path), "r") == (
+        "profiling: gen 1: 12.2 s, gen 2: 1.5 s; 1 without a profile (last: no permission (ERR_NVGPUCTRPERM))"
+    )
+    assert profiling_line(str(tmp_path), "other") is None

@@ -59,3 +59,15 @@ def profile_seconds_by_generation(store_root: str, run: str) -> dict[int, float]
     for record in read_profiles(store_root, run):
         totals[record.generation] = totals.get(record.generation, 0.0) + record.seconds
     return totals
+
+
+def profiling_line(store_root: str, run: str) -> str | None:
+    """`ksci status`'s line on profiling: seconds per generation and how many had no profile; None when none ran."""
+    records = read_profiles(store_root, run)
+    if not records:
+        return None
+    seconds = profile_seconds_by_generation(store_root, run)
+    per_generation = ", ".join(f"gen {g}: {s:.1f} s" for g, s in sorted(seconds.items()))
+    missing = [r for r in records if not r.ok]
+    why = f"; {len(missing)} without a profile (last: {missing[-1].why})" if missing else ""
+    return f"profiling: {per_generation}{why}"
