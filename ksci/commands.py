@@ -375,7 +375,10 @@ def cmd_port(args) -> int:
         )
         return EXIT_FAILED
     output = args.output or args.file.with_suffix(".hip")
-    output.write_text(converted.source)
+    try:
+        output.write_text(converted.source)
+    except OSError as exc:
+        raise UsageError(f"cannot write {output}: {exc.strerror}") from exc
     names = ", ".join(converted.unconverted)
     left = f"; left unconverted: {names}" if names else ""
     arch = args.arch or default_arch("rocm")

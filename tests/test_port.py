@@ -114,6 +114,14 @@ def test_without_a_hip_compiler_it_writes_the_file_and_exits_3(tmp_path, monkeyp
     assert "hipStream_t" in (tmp_path / "k.hip").read_text()
 
 
+def test_an_output_that_cannot_be_written_is_one_line_and_exit_2(tmp_path, capsys):
+    src = tmp_path / "k.cu"
+    src.write_text("#include <cuda_runtime.h>\n__global__ void k(float* x) { x[threadIdx.x] = 1.0f; }\n")
+    assert cli.main(["port", str(src), "-o", str(tmp_path / "no-such-folder" / "k.hip")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"cannot write {tmp_path / 'no-such-folder' / 'k.hip'}" in err
+
+
 def test_terminal_codes_are_taken_out_of_converter_output():
     coloured = "kernel0.cu: [ok]\n\x1b[92mSuccessfully preprocessed all matching files.\x1b[0m\n"
     assert plain_text(coloured) == "kernel0.cu: [ok]\nSuccessfully preprocessed all matching files.\n"
