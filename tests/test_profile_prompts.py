@@ -152,6 +152,7 @@ def test_designer_and_writer_prompts_hold_standing_resources_and_digest(
         reference_line = next(line for line in prompt.splitlines() if line.startswith("Reference "))
         assert " 168 " in base_line and " 40 " in reference_line and "48.0 KiB" in base_line
         assert "roofline class:" in prompt
+        assert "How to read the digest" in prompt  # knowledge/profile/<target>.md
         for text in expected:
             assert text in prompt, (stage, text)
 

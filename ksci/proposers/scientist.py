@@ -151,7 +151,7 @@ class ScientistProposer:
         reference = _kernel(population, store, reference_id, context.dialect) if reference_id else None
         experiments = _experiments(population, selection.base_id)
         digest = steps.profile(base["source"], selection.base_id) if steps.profile else NO_PROFILE_STEP
-        base["hardware"] = hardware_view(problem, population, selection.base_id, reference_id, digest)
+        base["hardware"] = hardware_view(problem, population, selection.base_id, reference_id, digest, spec.target)
         bench = writer.Workbench(
             problem, spec.target, context.dialect, base, reference, knowledge, self.config.prompts_dir
         )
