@@ -192,8 +192,10 @@ def evolve(
     llm_config: str | None = None,
     overlap: int = 0,
     generation_deployment: str | None = None,
+    profile: bool = True,
     max_candidates: int | None = None,
     time_limit_s: float | None = None,
+    profile: bool = True,
 ) -> list[dict]:
     """Run (or continue) an evolution. Generations already done replay from the cache.
 
