@@ -195,7 +195,6 @@ def evolve(
     profile: bool = True,
     max_candidates: int | None = None,
     time_limit_s: float | None = None,
-    profile: bool = True,
 ) -> list[dict]:
     """Run (or continue) an evolution. Generations already done replay from the cache.
 
