@@ -56,6 +56,7 @@ class ToleranceOverride(_Closed):
     rtol: Bound | None = None
     atol: Bound | None = None
     atol_rms: Bound | None = None
+    acc_rtol: Bound | None = None
 
 
 class Roofline(_Closed):

@@ -73,6 +73,7 @@ class Problem:
             rtol=float(override.get("rtol", self.rtol)),
             atol=float(override.get("atol", self.atol)),
             atol_rms=float(override.get("atol_rms", 0.0)),
+            acc_rtol=float(override.get("acc_rtol", 0.0)),
         )
 
     def templates_for(self, dialect: str) -> list[TemplateSpec]:
@@ -234,10 +235,11 @@ class Tolerance:
     rtol: float
     atol: float
     atol_rms: float = 0.0
+    acc_rtol: float = 0.0  # times (|A||B|^T)_ij, the sum of the absolute terms (ksci/evaluate/harness/check.py)
 
 
 def _tolerances_by_target(spec: dict, problem: str) -> dict:
-    known = {"rtol", "atol", "atol_rms"}
+    known = {"rtol", "atol", "atol_rms", "acc_rtol"}
     for target, override in spec.items():
         if target not in DIALECT_OF_TARGET or not isinstance(override, dict) or set(override) - known:
             raise ProblemError(
