@@ -172,7 +172,7 @@ def test_a_terminal_sees_progress_the_run_and_its_log_not_prefect_logs(tmp_path,
     assert "ksci evolve: run shown" in screen.text and str(log) in screen.text, screen.text
     assert "Prefect API (embedded server) started in" in screen.text, screen.text
     generations = [line for line in screen.lines if line.startswith("generation ")]
-    assert [line.split(" done")[0] for line in generations] == [f"generation {g}/4" for g in range(1, 5)]
+    assert [line.split(" done")[0] for line in generations] == [f"generation {g} ({g + 1} of 4)" for g in range(4)]
     assert all("simulated" in line and "best so far" in line for line in generations), generations
     assert "━" in terminal.output.decode(errors="replace")  # the live display's bar was drawn
 

@@ -45,6 +45,10 @@ class RunHeader:
         how = "" if self.simulated is None else f"; simulated: {self.simulation()}"
         return f"ksci evolve: run {self.run} ({self.problem} on {self.target}, {self.generations} generations{how})"
 
+    def generation(self, generation: int) -> str:
+        """As the lineage and the summary number it (from 0), with how far the run is."""
+        return f"generation {generation} ({generation + 1} of {self.generations})"
+
     def simulation(self) -> str:
         return f"timings replayed from {self.simulated}" if self.simulated else "made-up timings, no GPU"
 
@@ -81,7 +85,7 @@ class Tally:
     def describe(self, generation: int) -> str:
         """Verdicts by class, best so far against the vendor and the speed of light, cost; "simulated" marked."""
         counts = self.verdicts.get(generation, Counter())
-        parts = [", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no verdict yet"]
+        parts = [", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no candidate"]
         parts.append(self.best_so_far())
         if self.usd is not None:
             parts.append(f"LLM ${self.usd:.4f} so far")
@@ -134,8 +138,9 @@ class PlainLines(RunObserver):
         with self._lock:
             self.tally.read_cost(force=True)
             text = self.tally.describe(generation)
-        done = f"generation {generation + 1}/{self.header.generations}"
-        self.say(f"{done} done: {summary.get('candidates', 0)} candidates: {text}")
+        self.say(f"{self.header.generation(generation)} done: {summary.get('candidates', 0)} candidates: {text}")
+        if summary.get("note"):  # what the generation could not do (plans lost to an endpoint, a spent budget)
+            self.say(f"  {summary['note']}")
 
     def stopped_early(self, message: str) -> None:
         self.say(message)
@@ -202,7 +207,7 @@ class TerminalDisplay(PlainLines):
     def generation_started(self, generation: int, children: int) -> None:
         with self._lock:
             self.tasks[generation] = self.progress.add_task(
-                f"generation {generation + 1}/{self.header.generations}", total=children, status=""
+                self.header.generation(generation), total=children, status=""
             )
 
     def candidate_finished(self, generation: int, row: dict | None) -> None:

@@ -32,3 +32,7 @@ def route_prefect_logs(log_path: Path, verbose: bool) -> None:
         os.environ.setdefault("PREFECT_LOGGING_ROOT_HANDLERS", "console,file")
     else:
         logging.captureWarnings(True)  # a library's warning goes to the log file (root logger), not the terminal
+        # The stdlib's switch for a handler that fails to emit (its docs: False "in production"): Prefect's API log
+        # handler then writes no "--- Error logging to API ---" into the terminal while the API is unreachable;
+        # the CLI's one line says that the API did not answer.
+        logging.raiseExceptions = False
