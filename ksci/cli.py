@@ -2,8 +2,9 @@
 
 Exit codes: 0 the command ran and the kernel passed (or compiled, with --compile-only); 1 the kernel
 failed (its verdict says how), or an evolution stopped on a failed generation (rerun it with --run); 2 bad
-input; 3 the environment cannot do it (no compiler, no GPU). A reader that closes stdout early (`| head`) ends the
-command quietly with 0, or with the command's own code where it had finished (_quiet_on_closed_pipe).
+input; 3 the environment cannot do it (no compiler, no GPU); 130 `ksci evolve` stopped by Ctrl-C or SIGINT, 143 by
+SIGTERM (ksci/console/stop.py). A reader that closes stdout early (`| head`) ends the command quietly with 0, or
+with the command's own code where it had finished (_quiet_on_closed_pipe); `ksci evolve` then stops its run.
 
 This module is the entry point and the evolve command, the only core code that imports flows; the commands that run
 no flow (problems, evaluate, render, report, port, ...) live in ksci/commands.py.
