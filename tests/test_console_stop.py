@@ -1,0 +1,68 @@
+"""ksci/console/stop.py without Prefect: a second Ctrl-C ends the process at once, and a stop that hangs ends it after
+the grace time; either way one line, the signal's exit code, and the kill of what must not outlive the process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A main thread that swallows the first stop and keeps working, as a flow that waits for its task threads does.
+STUBBORN = textwrap.dedent("""
+    import sys, time
+    from ksci.console.stop import Interrupted, StopOnSignals, say_stopped
+    stop = StopOnSignals(lambda why: say_stopped("demo", why), lambda: print("killed the API", flush=True),
+                         grace_s=float(sys.argv[1]))
+    with stop:
+        try:
+            print("ready", flush=True)
+            time.sleep(60)
+        except Interrupted:
+            print("stopping", flush=True)
+            time.sleep(60)  # a shutdown that does not end by itself
+""")
+
+
+def _started(grace_s: float) -> subprocess.Popen:
+    process = subprocess.Popen(
+        [sys.executable, "-c", STUBBORN, str(grace_s)],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout.readline() == "ready\n"
+    return process
+
+
+def test_a_second_ctrl_c_ends_it_at_once():
+    process = _started(grace_s=60)
+    process.send_signal(signal.SIGINT)
+    assert process.stdout.readline() == "stopping\n"
+    sent = time.monotonic()
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=10)
+    assert time.monotonic() - sent < 5 and process.returncode == 130
+    assert out == "killed the API\n"
+    assert err.splitlines() == [
+        "ksci: evolution demo stopped by Ctrl-C (SIGINT); every candidate recorded so far is kept: continue it with "
+        "--run demo"
+    ]
+
+
+def test_a_stop_that_hangs_ends_after_the_grace_time_with_the_signals_code():
+    process = _started(grace_s=1.5)
+    sent = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=20)
+    took = time.monotonic() - sent
+    assert 1.0 < took < 10 and process.returncode == 143, (took, process.returncode, out, err)
+    assert out == "stopping\nkilled the API\n"
+    assert len(err.splitlines()) == 1 and "stopped by SIGTERM" in err and "--run demo" in err
