@@ -11,6 +11,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # A main thread that swallows the first stop and keeps working, as a flow that waits for its task threads does.
@@ -66,3 +68,45 @@ def test_a_stop_that_hangs_ends_after_the_grace_time_with_the_signals_code():
     assert 1.0 < took < 10 and process.returncode == 143, (took, process.returncode, out, err)
     assert out == "stopping\nkilled the API\n"
     assert len(err.splitlines()) == 1 and "stopped by SIGTERM" in err and "--run demo" in err
+
+
+def test_a_tool_run_in_its_group_times_out_with_its_grandchildren(tmp_path):
+    """The compiler's way to run (isolate.run_in_group): a timeout kills the whole group, not only its leader."""
+    from ksci.evaluate.isolate import run_in_group
+
+    pid_file = tmp_path / "grandchild"
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_in_group(["sh", "-c", f"sleep 30 & echo $! > {pid_file}; wait"], timeout_s=1.0)
+    grandchild = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{grandchild}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{grandchild}").exists()
+    assert run_in_group(["sh", "-c", "echo out; echo err >&2; exit 3"], timeout_s=10).returncode == 3
+
+
+def test_a_stopping_run_kills_a_running_tool_and_says_so_instead_of_a_failure():
+    """A tool killed because the run stops raises StoppedByUser (its task fails, nothing cached as its verdict)."""
+    script = textwrap.dedent("""
+        import threading, time
+        from ksci.evaluate import isolate
+        threading.Timer(1.0, isolate.stop_children).start()
+        started = time.monotonic()
+        try:
+            isolate.run_in_group(["sleep", "30"], timeout_s=60)
+        except isolate.StoppedByUser:
+            print(f"stopped after {time.monotonic() - started:.0f} s")
+        try:
+            isolate.run_in_group(["true"], timeout_s=60)
+        except isolate.StoppedByUser:
+            print("no new one")
+    """)
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.stdout.splitlines() == ["stopped after 1 s", "no new one"], out.stdout + out.stderr

@@ -169,6 +169,36 @@ def run_child(argv: list[str], timeout_s: float, env: dict | None = None, cwd: P
         return child.run(timeout_s)
 
 
+def run_in_group(
+    argv: list[str], timeout_s: float, cwd: Path | None = None, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    """subprocess.run(argv, capture_output=True, text=True, timeout=...) for a tool such as the compiler, in a
+    process group of its own: a terminal's Ctrl-C does not reach it (a compiler killed so failed, and the failure was
+    cached and recorded as the candidate's compile_error), a timeout kills its whole group (nvcc's cicc and ptxas
+    too, which subprocess.run leaves running), and a run that is stopping (`stop_children`) kills it and raises
+    StoppedByUser instead of returning a failure. Raises subprocess.TimeoutExpired as subprocess.run does."""
+    if _STOPPING.is_set():
+        raise StoppedByUser("the run is stopping: no new process")
+    proc = subprocess.Popen(
+        argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    with _LIVE_LOCK:
+        _LIVE.add(proc.pid)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc.pid)
+        out, err = proc.communicate()
+        raise subprocess.TimeoutExpired(argv, timeout_s, output=out, stderr=err) from None
+    finally:
+        _kill_group(proc.pid)  # what it left in its group (reaped now: see Child.run)
+        with _LIVE_LOCK:
+            _LIVE.discard(proc.pid)
+    if _STOPPING.is_set() and proc.returncode < 0:
+        raise StoppedByUser(f"the run is stopping: {argv[0]} was killed")
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
 def _kill_group(pgid: int) -> None:
     try:
         os.killpg(pgid, signal.SIGKILL)
