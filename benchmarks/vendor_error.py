@@ -9,7 +9,10 @@ shape (one seed, as verification draws the extra profiles) this prints, in units
 - `need`: the absolute term beyond atol + rtol |ref| the vendor needs, the quantity the tolerance's atol_rms bounds;
 - `ref`: the float32 reference's own `need` against a float64 computation (0: its bf16 rounding stays within
   atol + rtol |ref| alone);
-- `nan`: non-finite elements in the vendor's output.
+- `nan`: non-finite elements in the vendor's output;
+- `err/terms`: the vendor's largest |vendor - reference| / (|A||B|^T)_ij (the reference module's `magnitude`, the
+  sum of |terms| of each element), and `acc need`: the acc_rtol it needs beyond atol + atol_rms rms + rtol |ref|,
+  to hold against the problem's acc_rtol (the summary per profile prints both beside it).
 
 Usage, on a GPU:  python benchmarks/vendor_error.py [--problem fp8_gemm] [--shapes 11] [--json-out FILE]
 Exit status 1 when the vendor fails any problem's check on any profile (the tolerance would reject cuBLASLt).
@@ -48,19 +51,32 @@ def exact(name: str, tensors: dict) -> torch.Tensor:
     return out
 
 
-def errors(out: torch.Tensor, ref: torch.Tensor, tolerance) -> dict:
+def errors(out: torch.Tensor, ref: torch.Tensor, tolerance, magnitude: torch.Tensor | None = None) -> dict:
+    """The largest error and the term it needs, in units of rms(ref) and, where the reference module has a
+    `magnitude` (the sum of |terms| of each element, |A||B|^T), as a share of that element's sum: `terms_need` is
+    the acc_rtol the output needs beyond atol + atol_rms rms + rtol |ref|."""
     out, ref = out.float(), ref.float()
     rms = float(ref.square().mean().sqrt()) or 1.0
     finite = torch.isfinite(out)
     err = torch.where(finite, (out - ref).abs(), torch.zeros_like(ref))
     excess = (err - tolerance.atol - tolerance.rtol * ref.abs()).clamp(min=0)
-    check = compare(out, ref, tolerance.rtol, tolerance.atol, tolerance.atol_rms)
-    return {
+    tol = (tolerance.rtol, tolerance.atol, tolerance.atol_rms, tolerance.acc_rtol)
+    check = compare(out, ref, *tol, magnitude)
+    row = {
         "max_over_rms": float(err.max()) / rms,
         "need_over_rms": float(excess.max()) / rms,
         "nonfinite": int((~finite).sum()),
         "passes": bool(check["ok"]),
+        "max_over_terms": None,
+        "terms_need": None,
     }
+    if magnitude is not None:
+        mag = magnitude.float()
+        has_terms = mag > 0
+        row["max_over_terms"] = float(torch.where(has_terms, err / mag, 0.0).max())
+        beyond = (excess - tolerance.atol_rms * rms).clamp(min=0)
+        row["terms_need"] = float(torch.where(has_terms, beyond / mag, 0.0).max())
+    return row
 
 
 def measure(name: str, shapes: int, device: torch.device) -> list[dict]:
@@ -75,8 +91,9 @@ def measure(name: str, shapes: int, device: torch.device) -> list[dict]:
             inputs = {k: v for k, v in tensors.items() if k not in problem.outputs}
             expected = ref_mod.reference(dict(inputs))[output]
             runner = ref_mod.vendor(tensors)
-            vendor = errors(runner()[output], expected, tolerance) if runner else None
-            reference = errors(expected, exact(name, inputs), tolerance)
+            mag = ref_mod.magnitude(dict(inputs))[output] if hasattr(ref_mod, "magnitude") else None
+            vendor = errors(runner()[output], expected, tolerance, mag) if runner else None
+            reference = errors(expected, exact(name, inputs), tolerance, mag)
             rows.append(
                 {"problem": name, "profile": profile, "shape": shape_key(shape), "tolerance": vars(tolerance)}
                 | {"vendor": vendor, "reference": reference}
@@ -84,6 +101,10 @@ def measure(name: str, shapes: int, device: torch.device) -> list[dict]:
             if device.type == "cuda":
                 torch.cuda.synchronize()
     return rows
+
+
+def _num(value: float | None) -> str:
+    return f"{value:9.2e}" if value is not None else f"{'-':>9s}"
 
 
 def main() -> None:
@@ -98,7 +119,7 @@ def main() -> None:
     print(f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}")
     print(
         f"{'problem':16s} {'profile':11s} {'shape':16s} {'tolerance':28s} {'vendor':>9s} {'need':>9s} {'nan':>5s}"
-        f" {'pass':>5s} {'ref':>9s}"
+        f" {'pass':>5s} {'ref':>9s} {'err/terms':>9s} {'acc need':>9s}"
     )
     failures = 0
     for row in rows:
@@ -109,8 +130,10 @@ def main() -> None:
         else:
             failures += not v["passes"]
             cells = f"{v['max_over_rms']:9.2e} {v['need_over_rms']:9.2e} {v['nonfinite']:5d} {str(v['passes']):>5s}"
+        terms = f"{_num(v and v['max_over_terms'])} {_num(v and v['terms_need'])}"
         print(
             f"{row['problem']:16s} {row['profile']:11s} {row['shape']:16s} {tol:28s} {cells} {r['max_over_rms']:9.2e}"
+            f" {terms}"
         )
     print("\nworst per problem and profile (vendor need / tolerance atol_rms; reference's own error):")
     for key in sorted({(r["problem"], r["profile"]) for r in rows}):
@@ -123,6 +146,15 @@ def main() -> None:
             f"  {key[0]:16s} {key[1]:11s} vendor needs {need:.2e} x rms (atol_rms {atol_rms:g}: {room}); "
             f"reference needs {own:.2e} x rms"
         )
+        ratios = [
+            r["vendor"]["max_over_terms"] for r in group if r["vendor"] and r["vendor"]["max_over_terms"] is not None
+        ]
+        if ratios:
+            acc_rtol = group[0]["tolerance"]["acc_rtol"]
+            print(
+                f"  {'':16s} {'':11s} vendor max |err| / (|A||B|^T)_ij {max(ratios):.2e} (acc_rtol {acc_rtol:g}); "
+                f"acc_rtol it needs beyond the other terms {max(r['vendor']['terms_need'] for r in group if r['vendor']):.2e}"
+            )
     if args.json_out:
         args.json_out.write_text(json.dumps(rows, indent=1))
     raise SystemExit(1 if failures else 0)

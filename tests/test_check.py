@@ -45,3 +45,25 @@ def test_same_bytes_is_bitwise_and_nan_safe():
     assert same_bytes(fp8.T, fp8.T.clone())
     column = torch.randn(1, 64).T  # shape (64, 1), stride (1, 64): "contiguous", yet view() rejects it
     assert same_bytes(column, column.clone())
+
+
+def test_extra_profiles_are_checked_again_after_timing_on_shapes_that_cover_each_dimension():
+    from ksci.evaluate.classify import expected_reports
+    from ksci.evaluate.harness.plan import recheck_shapes
+    from ksci.evaluate.options import EvaluationOptions
+    from ksci.problem.spec import load_problem
+
+    problem = load_problem("fp8_gemm")
+    chosen = [(s["m"], s["n"], s["k"]) for s in recheck_shapes(problem.tests)]
+    # smallest and largest M, N, K, and the least aligned between (M 96, N 576, K 2304: partial tiles, split-K)
+    assert chosen == [
+        (64, 64, 128),
+        (64, 1536, 7168),
+        (64, 576, 7168),
+        (96, 7168, 256),
+        (128, 7168, 2304),
+        (512, 4096, 512),
+    ]
+    expect = expected_reports(problem, EvaluationOptions())
+    before, after = 11 * (2 + 3), 11 * 2 + 6 * 3
+    assert expect["checks"] == before + 3 * len(problem.benchmarks) + after

@@ -7,6 +7,7 @@ timings must agree with the parent's clock and with the speed of light (ksci.pro
 
 from __future__ import annotations
 
+from ksci.evaluate.harness.plan import recheck_shapes
 from ksci.evaluate.isolate import ChildOutcome
 from ksci.evaluate.options import EnvironmentProblem, EvaluationOptions
 from ksci.evaluate.protocol import CLOCK_TOLERANCE, ParentClock, timing_doubts, validate_message
@@ -21,13 +22,17 @@ def expected_reports(problem: Problem, options: EvaluationOptions) -> dict:
     Verify: one check per test input set: `trials` of the `spec` profile and one of each other declared profile per
     test shape (verification_plan in ksci.evaluate.harness.child). Benchmark: per shape, the warm-up set and at
     least two timed outputs (two batches, at least one sampled in each; how many more depends on the batches), one
-    timing; then every test input set again on new seeds. Each timing also says how many timed outputs it checked,
+    timing; then every test shape's `spec` sets again on new seeds, the other profiles on recheck_shapes. Each timing also says how many timed outputs it checked,
     which ksci/evaluate/protocol.py holds against the number of timed calls.
     """
-    per_shape = problem.trials + sum(1 for profile in problem.inputs if profile != "spec")
-    tests = len(options.tests or problem.tests) * per_shape
+    extra = sum(1 for profile in problem.inputs if profile != "spec")
+    tests = len(options.tests or problem.tests) * (problem.trials + extra)
+    rechecks = (
+        len(options.tests or problem.tests) * problem.trials
+        + len(recheck_shapes(options.tests or problem.tests)) * extra
+    )
     shapes = len(options.benchmarks or problem.benchmarks) if "benchmark" in options.phases else 0
-    checks = (tests if "verify" in options.phases else 0) + ((3 * shapes + tests) if shapes else 0)
+    checks = (tests if "verify" in options.phases else 0) + ((3 * shapes + rechecks) if shapes else 0)
     return {"checks": checks, "timings": shapes}
 
 

@@ -27,13 +27,12 @@ import torch
 
 from ksci.evaluate.harness.cases import Case
 from ksci.evaluate.harness.check import relative_error
+from ksci.evaluate.harness.plan import TRIAL_SEED_STEP, recheck_shapes, verification_plan
 from ksci.evaluate.harness.sandbox import drop_network, limit_resources
 from ksci.evaluate.harness.timing import CallTimer, L2Flusher, TimedCalls, TimingPolicy, precise, time_calls
 from ksci.evaluate.protocol import summarise
 from ksci.problem.spec import load_problem, shape_key
 
-TRIAL_SEED_STEP = 7919
-PROFILE_SEED_STEP = 104_729  # seeds of the extra input profiles: apart from every trial's
 REVERIFY_SEED_OFFSET = 1_000_003
 WARMUP_SEED_OFFSET = 2_000_029
 ROTATIONS = 3  # input sets the baselines rotate over
@@ -128,9 +127,13 @@ class Session:
 
     def verify_all(self, seed_offset: int) -> bool:
         """Every test shape on `trials` seeds of the `spec` inputs, then on one seed of each other declared profile
-        (problem.yaml `inputs`): the extra profiles cost one input set per shape, not `trials`."""
+        (problem.yaml `inputs`): the extra profiles cost one input set per shape, not `trials`. After timing
+        (seed_offset REVERIFY_SEED_OFFSET) `spec` again on every test shape, the other profiles on recheck_shapes
+        (ksci/evaluate/harness/plan.py). Every set is drawn on a fresh seed: the answer to an input set checked
+        before timing would answer nothing asked after it (a kernel that kept it could replay it otherwise)."""
+        tests = self.request.get("tests") or self.problem.tests
         for profile, seeds in verification_plan(self.problem):
-            for shape in self.request.get("tests") or self.problem.tests:
+            for shape in tests if profile == "spec" or not seed_offset else recheck_shapes(tests):
                 for step in seeds:
                     case = self.case(shape, shape["seed"] + seed_offset + step, profile=profile)
                     if not self.check(case):
@@ -289,15 +292,6 @@ class Session:
         except Exception as exc:
             out["vendor_error"] = f"{type(exc).__name__}: {exc}"
         return out
-
-
-def verification_plan(problem) -> list[tuple[str, list[int]]]:
-    """(profile, seed steps) in the order verified: `spec` on `trials` seeds, each other profile on one seed of its
-    own (ksci.evaluate.classify.expected_reports counts the same)."""
-    plan = [("spec", [trial * TRIAL_SEED_STEP for trial in range(problem.trials)])]
-    extra = [p for p in problem.inputs if p != "spec"]
-    plan += [(profile, [PROFILE_SEED_STEP * (i + 1)]) for i, profile in enumerate(extra)]
-    return plan
 
 
 def _plain(shape: dict) -> dict:
