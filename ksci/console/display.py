@@ -43,7 +43,8 @@ class RunHeader:
 
     def title(self) -> str:
         how = "" if self.simulated is None else f"; simulated: {self.simulation()}"
-        return f"ksci evolve: run {self.run} ({self.problem} on {self.target}, {self.generations} generations{how})"
+        count = f"{self.generations} generation{'s' if self.generations != 1 else ''}"
+        return f"ksci evolve: run {self.run} ({self.problem} on {self.target}, {count}{how})"
 
     def generation(self, generation: int) -> str:
         """As the lineage and the summary number it (from 0), with how far the run is."""
