@@ -86,16 +86,31 @@ def test_a_tool_run_in_its_group_times_out_with_its_grandchildren(tmp_path):
 
 
 def test_a_stopping_run_kills_a_running_tool_and_says_so_instead_of_a_failure():
-    """A tool killed because the run stops raises StoppedByUser (its task fails, nothing cached as its verdict)."""
+    """A harness child or a tool killed because the run stops raises StoppedByUser (its task fails, nothing is cached
+    or recorded as the kernel's verdict), and no new one starts."""
     script = textwrap.dedent("""
         import threading, time
         from ksci.evaluate import isolate
         threading.Timer(1.0, isolate.stop_children).start()
         started = time.monotonic()
+        harness = isolate.Child(["sh", "-c", "sleep 30"])  # a harness child, as ksci/evaluate/harness_process starts
+        said = []
+
+        def tool():
+            try:
+                isolate.run_in_group(["sleep", "30"], timeout_s=60)
+            except isolate.StoppedByUser:
+                said.append(f"tool stopped after {time.monotonic() - started:.0f} s")
+
+        compiler = threading.Thread(target=tool)
+        compiler.start()
         try:
-            isolate.run_in_group(["sleep", "30"], timeout_s=60)
+            harness.run(timeout_s=60)
         except isolate.StoppedByUser:
-            print(f"stopped after {time.monotonic() - started:.0f} s")
+            print(f"harness stopped after {time.monotonic() - started:.0f} s")
+        harness.close()
+        compiler.join(10)
+        print(*said)
         try:
             isolate.run_in_group(["true"], timeout_s=60)
         except isolate.StoppedByUser:
@@ -109,4 +124,6 @@ def test_a_stopping_run_kills_a_running_tool_and_says_so_instead_of_a_failure():
         text=True,
         timeout=60,
     )
-    assert out.stdout.splitlines() == ["stopped after 1 s", "no new one"], out.stdout + out.stderr
+    assert out.stdout.splitlines() == ["harness stopped after 1 s", "tool stopped after 1 s", "no new one"], (
+        out.stdout + out.stderr
+    )
