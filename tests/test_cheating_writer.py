@@ -124,7 +124,10 @@ def _assert_never_crowned(rows, tmp_path: Path, designer_answers: list) -> None:
     llm = rows[rows["proposer"] == "llm"]
     assert len(llm) == 12, llm[["generation", "status", "hypothesis"]].to_string()  # 2 generations x 3 plans x 2
     assert not (llm["status"] == "ok").any(), llm[["status", "message"]].to_string()
-    assert set(llm["status"]) == {"wrong", "rejected"}, llm[["status", "message"]].to_string()
+    # On a GPU the kernel that copies the expected output may fault instead (benchmarks/adversarial.py expects
+    # runtime_error|wrong for it): a failure class either way.
+    failing = {"wrong", "rejected", "runtime_error"}
+    assert {"wrong", "rejected"} <= set(llm["status"]) <= failing, llm[["status", "message"]].to_string()
     cheats = set(llm["candidate_id"])
     ok = rows[rows["status"] == "ok"]
     best = ok.sort_values("geomean_us").iloc[0]
@@ -138,7 +141,8 @@ def _assert_never_crowned(rows, tmp_path: Path, designer_answers: list) -> None:
     for generation in (1, 2):  # each LLM generation: 4 wrong, 2 rejected, no ok, under their classes' columns
         row = next(line.split() for line in lines if line.split()[:1] == [str(generation)])
         counts = dict(zip(header, row, strict=False))
-        assert counts["wrong"] == "4" and counts["rejected"] == "2" and counts.get("ok", "0") == "0", status.stdout
+        failed = sum(int(counts.get(name, "0")) for name in ("wrong", "runtime_error"))
+        assert failed == 4 and counts["rejected"] == "2" and counts.get("ok", "0") == "0", status.stdout
     assert short_id(best["candidate_id"]) in lines[-1] or short_id(best["candidate_id"]) in status.stdout
     report = tmp_path / "report.html"
     made = _ksci("report", "--run", "cheat", "--store", store, "-o", str(report))

@@ -109,3 +109,11 @@ def test_host_work_outside_the_timed_region_on_every_call_is_still_doubted():
     integrity = _integrity_of(gaps)
     message = {"kernel": summarise([50.0 + 0.1 * (i % 7) for i in range(100)]), "integrity": integrity}
     assert [d for d in timing_doubts(message) if "host clock" in d]
+
+
+def test_the_idle_host_is_measured_before_and_after_a_shape():
+    from ksci.evaluate.harness.timing import CallSample, slower_idle
+
+    calm, loaded = CallSample(0.0, 17.0, 9.0, 5.0, 4.0), CallSample(0.0, 18.0, 220.0, 6.0, 30.0)
+    assert slower_idle(calm, loaded) == CallSample(0.0, 18.0, 220.0, 6.0, 30.0)
+    assert slower_idle(loaded, calm) == slower_idle(calm, loaded)

@@ -29,7 +29,15 @@ from ksci.evaluate.harness.cases import Case
 from ksci.evaluate.harness.check import relative_error
 from ksci.evaluate.harness.plan import TRIAL_SEED_STEP, recheck_shapes, verification_plan
 from ksci.evaluate.harness.sandbox import drop_network, limit_resources
-from ksci.evaluate.harness.timing import CallTimer, L2Flusher, TimedCalls, TimingPolicy, precise, time_calls
+from ksci.evaluate.harness.timing import (
+    CallTimer,
+    L2Flusher,
+    TimedCalls,
+    TimingPolicy,
+    precise,
+    slower_idle,
+    time_calls,
+)
 from ksci.evaluate.protocol import summarise
 from ksci.problem.spec import load_problem, shape_key
 
@@ -185,6 +193,7 @@ class Session:
         calls = self.timed_batches(shape, timer, batch)
         if calls is None:
             return False
+        idle = slower_idle(idle, timer.calibrate())  # the host's latency before and after: load comes and goes
         timing = {"kernel": summarise(calls.kernel_us), "integrity": calls.integrity(idle)}
         if self.request.get("time_baselines", True):
             timing.update(self.time_baselines(self.rotated_cases(shape), flush))

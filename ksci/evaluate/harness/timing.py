@@ -179,6 +179,22 @@ class TimedCalls:
         }
 
 
+def slower_idle(before: CallSample, after: CallSample) -> CallSample:
+    """The idle device's latencies measured before and after a shape's timed calls, the larger of each.
+
+    A host's load changes during a shape's timing (another GPU's evaluation starts, a compiler runs): the calls are
+    judged against the host as it was around them, not only before them. A cheat's hidden work is in the calls and
+    never in an idle call, so this gives it nothing.
+    """
+    return CallSample(
+        0.0,
+        max(before.flush_us, after.flush_us),
+        max(before.gap_us, after.gap_us),
+        max(before.tail_us, after.tail_us),
+        max(before.sync_us, after.sync_us),
+    )
+
+
 def wait_by_polling(event: torch.cuda.Event) -> float:
     """Wait for `event` by asking for it in a loop, and return the host's clock when it was seen complete.
 
