@@ -27,6 +27,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from ksci.evaluate.isolate import run_in_group
 from ksci.evaluate.results import CompileResult, KernelResources
 from ksci.evaluate.sandbox import sandboxed
 from ksci.evaluate.toolchain import Toolchain, demangle_names
@@ -107,13 +108,13 @@ def with_source_name(text: str, source_name: str) -> str:
 def _run_compiler(command: list[str], toolchain: Toolchain, arch: str, work: Path, timeout_s: float) -> CompileResult:
     start = time.monotonic()
     try:
-        proc = subprocess.run(
+        # In a process group of its own (isolate.run_in_group): a terminal's Ctrl-C does not kill it into a cached
+        # compile_error, and a stopping run raises StoppedByUser instead of recording a failure.
+        proc = run_in_group(
             sandboxed(command, work, toolchain),  # ksci.evaluate.sandbox: the source reaches no host file
+            timeout_s,
             cwd=work,
-            capture_output=True,
-            text=True,
             env=toolchain.environment(),
-            timeout=timeout_s,
         )
         ok, log = proc.returncode == 0, (proc.stdout + proc.stderr)
     except subprocess.TimeoutExpired as exc:

@@ -16,7 +16,9 @@ from ksci.profile.stage import chosen_shape, profile_source
 def add_profile_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--problem", required=True, help="a problem's name (ksci problems lists them)")
     p.add_argument("--source", required=True, type=Path, help="kernel source (.cu for CUDA, .hip for HIP)")
-    p.add_argument("--target", choices=TARGETS, default="cuda", help="cuda: ncu, rocm: rocprofv3 (default: cuda)")
+    p.add_argument(
+        "--target", choices=TARGETS, default="cuda", help="cuda: ncu, rocm: rocprofv3 (default: %(default)s)"
+    )
     p.add_argument("--shape", help="a benchmark shape's key as ksci prints it, e.g. 6144x4608x7168 (default: the "
                    "benchmark with the most work)")  # fmt: skip
     p.add_argument("--arch", help="GPU architecture (default: the GPU's own)")
