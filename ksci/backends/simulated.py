@@ -37,6 +37,7 @@ from ksci.problem.spec import Problem, ProblemError, shape_key
 _PROVENANCE = re.compile(r"^// ksci: rendered from (\w+)/(\w+) with (.*)$", re.M)
 _DIRECTIVE = re.compile(r"^// ksci-simulate: (\w+)[ \t]*$", re.M)
 SIMULATED_GPU = "SIMULATOR"
+SIMULATOR_TOOLCHAIN = "simulator"  # the toolchain a simulated compile reports, on failed rows too
 
 
 def directive(source: str) -> str | None:
@@ -131,7 +132,7 @@ class Simulator:
             ok=not failed,
             target=target,
             arch=arch,
-            toolchain="simulator",
+            toolchain=SIMULATOR_TOOLCHAIN,
             command=[],
             log=log,
             library=None if failed else f"simulated://{digest[:16]}",
@@ -205,7 +206,7 @@ class SimulatedBackend:
         return f"simulator:{Path(self.recording).name if self.recording else 'none'}"
 
     def compiler_identity(self, arch: str | None) -> str:
-        return "simulator"
+        return SIMULATOR_TOOLCHAIN
 
     def compile(self, source: str, options: EvaluationOptions) -> CompileResult:
         """The static screen first, as on the real path (a source it refuses is rejected, with the same message),
@@ -301,3 +302,15 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def is_simulated(row) -> bool:
+    """Whether one lineage row (a dict or a pandas row) came from this simulator: it names itself as the GPU of its
+    verdicts and as the toolchain of its compiles, so rows of failed compiles are recognised too."""
+    if row.get("gpu") == SIMULATED_GPU:
+        return True
+    try:
+        fingerprint = json.loads(row.get("fingerprint_json") or "{}")
+    except (TypeError, ValueError):
+        return False
+    return fingerprint.get("gpu") == SIMULATED_GPU or fingerprint.get("toolchain") == SIMULATOR_TOOLCHAIN

@@ -7,19 +7,17 @@ short) must not hide every other run, so a part that cannot be read is skipped a
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
 import pandas as pd
 
-from ksci.backends.simulated import SIMULATED_GPU
+from ksci.backends.simulated import is_simulated
 from ksci.evaluate.results import Status
 from ksci.lineage.parts import part_files, read_parts, to_pandas
 from ksci.lineage.store import KEY, LineageStore
 
 _COLUMNS = [*KEY, "problem", "target", "status", "geomean_us", "speedup_vs_vendor", "gpu", "fingerprint_json"]
-_SIMULATOR_TOOLCHAIN = "simulator"  # a simulated compile's toolchain (ksci.backends.simulated), on failed rows too
 
 
 @dataclass(frozen=True)
@@ -86,23 +84,12 @@ def _summarize(run: str, frame: pd.DataFrame) -> RunSummary:
         name=run,
         problem=str(frame["problem"].iloc[0]),
         target=str(frame["target"].iloc[0]),
-        simulated=any(_is_simulated(row) for _, row in frame.iterrows()),
+        simulated=any(is_simulated(row) for _, row in frame.iterrows()),
         candidates=len(frame),
         best_us=float(best["geomean_us"]) if best is not None else None,
         vendor_ratio=None if vendor is None or pd.isna(vendor) else float(vendor),
         last_time=None if pd.isna(last) else last.to_pydatetime(),
     )
-
-
-def _is_simulated(row: pd.Series) -> bool:
-    """The simulator names itself as the GPU of a run's verdicts and as the toolchain of its compiles."""
-    if row.get("gpu") == SIMULATED_GPU:
-        return True
-    try:
-        fingerprint = json.loads(row.get("fingerprint_json") or "{}")
-    except (TypeError, ValueError):
-        return False
-    return fingerprint.get("gpu") == SIMULATED_GPU or fingerprint.get("toolchain") == _SIMULATOR_TOOLCHAIN
 
 
 def format_runs(listing: RunListing, where: str) -> str:

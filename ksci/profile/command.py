@@ -22,7 +22,9 @@ def add_profile_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shape", help="a benchmark shape's key as ksci prints it, e.g. 6144x4608x7168 (default: the "
                    "benchmark with the most work)")  # fmt: skip
     p.add_argument("--arch", help="GPU architecture (default: the GPU's own)")
-    p.add_argument("--timeout", type=float, default=300.0, help="the profiler's time limit, seconds (default: 300)")
+    p.add_argument(
+        "--timeout", type=float, default=300.0, help="the profiler's time limit, seconds (default: %(default)s)"
+    )
     p.add_argument("--keep-csv", type=Path, help="copy the profiler's CSV and console output into this folder")
 
 

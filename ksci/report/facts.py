@@ -167,7 +167,7 @@ def headline_facts(frame: pd.DataFrame) -> dict | None:
 
 
 def simulated(frame: pd.DataFrame) -> bool:
-    """Whether the run's numbers came from the GPU simulator (ksci.report.wording.is_simulated), not a GPU."""
+    """Whether the run's numbers came from the GPU simulator (ksci.backends.simulated.is_simulated), not a GPU."""
     columns = [c for c in ("gpu", "fingerprint_json") if c in frame.columns]
     return any_simulated(frame[columns].to_dict("records"))
 

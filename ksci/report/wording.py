@@ -13,29 +13,16 @@ recognised too.
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
 from collections.abc import Iterable, Mapping
 
-from ksci.backends.simulated import SIMULATED_GPU
+from ksci.backends.simulated import is_simulated
 
 SIMULATED = "simulated"
-SIMULATOR_TOOLCHAIN = "simulator"  # the toolchain a simulated compile reports (ksci.backends.simulated)
 SIMULATED_NOTE = (
     "simulated run: its times and ratios were made up by the GPU simulator (or replayed from a recording), not measured"
 )
-
-
-def is_simulated(row: Mapping) -> bool:
-    """Whether one lineage row (a dict or a pandas row) came from the GPU simulator."""
-    if row.get("gpu") == SIMULATED_GPU:
-        return True
-    try:
-        fingerprint = json.loads(row.get("fingerprint_json") or "{}")
-    except (TypeError, ValueError):
-        return False
-    return fingerprint.get("gpu") == SIMULATED_GPU or fingerprint.get("toolchain") == SIMULATOR_TOOLCHAIN
 
 
 def any_simulated(rows: Iterable[Mapping]) -> bool:
