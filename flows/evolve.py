@@ -45,7 +45,7 @@ from ksci.run import DEFAULT_STORE, RunSpec, candidates_before, progress_line
 from tasks.compose import compose
 from tasks.evaluation import CandidateChain, start_spare_harnesses, submit_candidate
 from tasks.llm import ask
-from tasks.profile import profile_step
+from tasks.profile import profile_best, profile_step
 from tasks.stages import hypothesize, read_population, render, select
 
 __all__ = ["DEFAULT_STORE", "evolve", "evolve_generation"]
@@ -240,7 +240,17 @@ def run_evolution(spec: RunSpec, llm: LlmConfig | None = None) -> list[dict]:
         if not spec.on_workers:  # a deployed one's error says what to retry (_generation_on_a_worker)
             get_run_logger().error(SUBFLOWS_RERUN, spec.run, spec.run)
         raise
+    if spec.profile:
+        _profile_the_best(spec)
     return summaries
+
+
+def _profile_the_best(spec: RunSpec) -> None:
+    """The run's best kernel, profiled once at the end (tasks/profile.py, on the GPU lock; recorded for the report):
+    a failed profile is its digest "no profile: why", never the run's failure."""
+    digest = profile_best(spec.evaluation(), spec.run)
+    if digest is not None:
+        print(f"the best kernel's profile: {digest.splitlines()[0]}")
 
 
 def _in_this_process(spec: RunSpec, proposer: Proposer, llm: LlmConfig | None, finished) -> None:

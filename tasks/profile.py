@@ -5,7 +5,8 @@ The key is the source's hash, the problem, the target, the shape, the GPU it was
 line: a new ncu or another GPU profiles again; nothing else does. A run without a profile (no profiler, no
 permission, a timeout) is a value in the digest ("no profile: why"); inside the task it raises NoProfile, so that
 Prefect caches no failure and a rerun after fixing the permission profiles. profile_step gives the proposers'
-Steps.profile: (source, candidate_id) -> the digest, recorded in the run's store (ksci.profile.records).
+Steps.profile: (source, candidate_id) -> the digest, recorded in the run's store (ksci.profile.records);
+profile_best profiles the run's best kernel once, at the end of the evolution (flows/evolve.py).
 """
 
 from __future__ import annotations
@@ -74,21 +75,45 @@ def profile_step(setup: EvaluationSetup, run: str) -> Callable[[str, str], str]:
     the most work when that is not known), record it under the generation being proposed, give its digest."""
 
     def profile(source: str, candidate_id: str) -> str:
-        tool = TOOL_OF_TARGET[setup.target]
-        problem = load_problem(setup.problem)
-        row = best_row(LineageStore(setup.store_root).read(run), candidate_id) or {}
-        if setup.simulate is not None:
-            result = ProfileResult(False, tool, why="a simulated run has no kernel to profile")
-        else:
-            standing = [s for s in shape_standing(problem, row) if s.vs_vendor]
-            shape = next((dict(s) for s in problem.benchmarks if standing and shape_key(s) == standing[0].key), None)
-            try:
-                result = profile_kernel(setup, source, shape or default_shape(problem), str(row.get("gpu") or ""))
-            except NoProfile as exc:
-                result = exc.result
-        peaks = peaks_for(result.gpu or str(row.get("gpu") or ""))
-        text = digest(result, peaks.bandwidth_tbs if peaks else None)
-        record_profile(setup.store_root, run, GPU_PRIORITY.get(), candidate_id, "base", result, text)
-        return text
+        return profile_and_record(setup, run, GPU_PRIORITY.get(), source, candidate_id, "base")
 
     return profile
+
+
+def profile_best(setup: EvaluationSetup, run: str) -> str | None:
+    """The run's best kernel profiled once, at the end of the evolution, recorded under the run's last generation
+    as role "best" (the report shows it); None when no candidate passed (nothing to profile)."""
+    store = LineageStore(setup.store_root)
+    best = store.best(run)
+    if best is None:
+        return None
+    source = store.read_source(best["source_path"])
+    last = store.generations(run) - 1
+    return profile_and_record(setup, run, last, source, str(best["candidate_id"]), "best")
+
+
+def profile_and_record(
+    setup: EvaluationSetup, run: str, generation: int, source: str, candidate_id: str, role: str
+) -> str:
+    """Profile one candidate (a simulated run has no kernel: that is the digest), record it, give its digest. A task
+    that fails outside the profiler (its time limit, the GPU lock) is a "no profile" too: the run goes on."""
+    tool = TOOL_OF_TARGET[setup.target]
+    problem = load_problem(setup.problem)
+    row = best_row(LineageStore(setup.store_root).read(run), candidate_id) or {}
+    if setup.simulate is not None:
+        result = ProfileResult(False, tool, why="a simulated run has no kernel to profile")
+    else:
+        standing = [s for s in shape_standing(problem, row) if s.vs_vendor]
+        shape = next((dict(s) for s in problem.benchmarks if standing and shape_key(s) == standing[0].key), None)
+        shape = shape or default_shape(problem)
+        try:
+            result = profile_kernel(setup, source, shape, str(row.get("gpu") or ""))
+        except NoProfile as exc:
+            result = exc.result
+        except (TimeoutError, OSError, ValueError) as exc:
+            why = f"the profile task failed: {type(exc).__name__}: {exc}".splitlines()[0][:300]
+            result = ProfileResult(False, tool, why=why, shape=shape)
+    peaks = peaks_for(result.gpu or str(row.get("gpu") or ""))
+    text = digest(result, peaks.bandwidth_tbs if peaks else None)
+    record_profile(setup.store_root, run, generation, candidate_id, role, result, text)
+    return text
