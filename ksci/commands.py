@@ -264,11 +264,12 @@ def cmd_render(args) -> int:
 
 
 def cmd_report(args) -> int:
+    from ksci.profile.records import read_profiles
     from ksci.report.html import build_report  # matplotlib loads for this command only
 
     _check_output(args.output)
     store, frame = _read_run(args)
-    page = build_report(frame, store.read_source)
+    page = build_report(frame, store.read_source, read_profiles(store.root, args.run))
     if args.output:
         args.output.write_text(page)
         print(f"wrote {args.output}")

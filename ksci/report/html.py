@@ -2,7 +2,8 @@
 
 `build_report(frame, read_source)` gives the page for the frame that `LineageStore.read(run)` returns, with the
 plots inline as SVG (no network). The parts live beside it: the run's facts (facts.py), the plots
-(plots.py, lineage_graph.py), the tables and diffs (tables.py); `ksci status` prints status.py's summary.
+(plots.py, lineage_graph.py), the tables and diffs (tables.py), what the profiler saw (profiles.py); `ksci status`
+prints status.py's summary.
 A simulated run's page says so in a banner, on every tile, in every sentence and table heading that shows one of
 its numbers and in every plot; it claims nothing a simulator did not do (no noise of a re-timed reference).
 Gains read one way throughout (ksci.report.wording.gain): "1.05x faster", "1.70x slower".
@@ -12,10 +13,11 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pandas as pd
 
+from ksci.profile.records import ProfileRecord
 from ksci.report.facts import (
     by_id,
     describe,
@@ -32,6 +34,7 @@ from ksci.report.facts import (
 )
 from ksci.report.lineage_graph import plot_lineage
 from ksci.report.plots import plot_failures, plot_progress, plot_shape_heatmap
+from ksci.report.profiles import profile_note, profile_section
 from ksci.report.tables import candidate_table, diffs, escaped, failure_list
 from ksci.report.wording import SIMULATED, SIMULATED_NOTE, marked
 
@@ -58,11 +61,14 @@ td.params{font-size:11.5px;min-width:170px}.wide{overflow-x:auto}
 pre.diff{background:#fafafa;border:1px solid #ddd;padding:8px;overflow-x:auto;font-size:12px;line-height:1.35}
 .add{background:#e6ffec;color:#116329}.del{background:#ffebe9;color:#82071e}.hunk{color:#0550ae}
 nav a{margin-right:14px}
+pre.digest{background:#f6f8fa;border:1px solid #ddd;padding:6px 8px;font-size:12px;line-height:1.35;overflow-x:auto}
+ul.profiles{padding-left:20px}ul.profiles li{margin:2px 0}
 """
 
 
-def build_report(frame: pd.DataFrame, read_source: Callable[[str], str]) -> str:
-    """The whole page for one run's lineage; `read_source` maps a row's source_path to the kernel source."""
+def build_report(frame: pd.DataFrame, read_source: Callable[[str], str], profiles: Sequence[ProfileRecord] = ()) -> str:
+    """The whole page for one run's lineage; `read_source` maps a row's source_path to the kernel source;
+    `profiles`: what the run's profiler saw (ksci.profile.records.read_profiles), none for a run without any."""
     if frame.empty:
         return _page("empty run", "<p>No candidates recorded.</p>")
     first, sim = frame.iloc[0], simulated(frame)
@@ -74,6 +80,7 @@ def build_report(frame: pd.DataFrame, read_source: Callable[[str], str]) -> str:
         ("failures", "Failures by class", plot_failures(frame, sim), failure_list(frame)),
         ("candidates", "Every candidate", candidate_table(frame, sim), ""),
         ("diffs", "What changed at each new best", diffs(frame, read_source, sim), ""),
+        ("profiles", "What the profiler saw", profile_section(frame, profiles), profile_note()),
     ]
     nav = "<nav>" + "".join(f'<a href="#{key}">{html.escape(name)}</a>' for key, name, _, _ in sections) + "</nav>"
     banner = f'<p class="simulated">{html.escape(SIMULATED_NOTE[0].upper() + SIMULATED_NOTE[1:])}.</p>' if sim else ""
