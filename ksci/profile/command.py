@@ -25,7 +25,12 @@ def add_profile_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--timeout", type=float, default=300.0, help="the profiler's time limit, seconds (default: %(default)s)"
     )
-    p.add_argument("--keep-csv", type=Path, help="copy the profiler's CSV and console output into this folder")
+    p.add_argument(
+        "--keep-csv",
+        type=Path,
+        help="copy the profiler's CSV and console output into this folder, with what it profiled (request.json, "
+        "library.txt, command.txt) for a hand-run profiler (benchmarks/profile_check.sh)",
+    )
 
 
 def print_profile(problem: Problem, source: str, args: argparse.Namespace) -> tuple[bool, str]:

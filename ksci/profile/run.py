@@ -8,6 +8,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -99,17 +100,22 @@ def _profile_in(request: ProfileRequest, path: str, version: str, work: Path) ->
     except OSError as exc:
         return _with(base, why=f"{tool} could not start: {exc}", seconds=time.monotonic() - started)
     if request.keep_dir:
-        _keep(work, Path(request.keep_dir), done.stdout + done.stderr)
+        _keep(work, Path(request.keep_dir), done.stdout + done.stderr, request, command)
     return parse_output(base, work, done.stdout + done.stderr, done.returncode, time.monotonic() - started)
 
 
-def _keep(work: Path, keep_dir: Path, output: str) -> None:
-    """The profiler's CSV files and its console output, copied for the record."""
+def _keep(work: Path, keep_dir: Path, output: str, request: ProfileRequest, command: list[str]) -> None:
+    """The profiler's CSV files and its console output, copied for the record; with them what was profiled: the
+    runner's request (request.json, as the runner read it), the library's absolute path (library.txt) and the
+    profiler's command line (command.txt), so that a hand-run profiler (benchmarks/profile_check.sh) runs exactly
+    the same library on the same request."""
     keep_dir.mkdir(parents=True, exist_ok=True)
-    for path in [work / ncu.LOG_NAME, *rocprof.collected_files(work)]:
+    for path in [work / ncu.LOG_NAME, *rocprof.collected_files(work), work / "request.json", work / "device.json"]:
         if path.is_file():
             shutil.copy(path, keep_dir / path.name)
     (keep_dir / "profiler_output.txt").write_text(output)
+    (keep_dir / "library.txt").write_text(str((PROJECT_ROOT / request.library).resolve()) + "\n")
+    (keep_dir / "command.txt").write_text(shlex.join(command) + "\n")
 
 
 def parse_output(base: ProfileResult, work: Path, output: str, returncode: int, seconds: float) -> ProfileResult:
