@@ -39,9 +39,12 @@ def main() -> int:
     parser.add_argument("--simulate", action="store_true", help="no GPU: the simulator's made-up timings")
     parser.add_argument("--store", type=Path, help="lineage store (default: a temporary folder)")
     parser.add_argument("--run", default=f"llm-scripted-{time.strftime('%Y%m%d-%H%M%S')}")
+    parser.add_argument(
+        "--prompts-out", type=Path, help="folder to keep each prompt the server received (one file each)"
+    )
     args = parser.parse_args()
     store = args.store or Path(tempfile.mkdtemp(prefix="ksci-llm-demo-"))
-    with ScriptedLlmServer(demo_script()) as server:
+    with PromptKeepingServer(demo_script()) as server:
         config = store / "ksci-llm-demo.toml"
         store.mkdir(parents=True, exist_ok=True)
         config.write_text(demo_config_toml(server.base_url))
@@ -61,7 +64,28 @@ def main() -> int:
             f"ksci evolve exit code {done.returncode} after {elapsed:.0f} s; scripted server saw "
             f"{server.count()} requests: " + ", ".join(f"{s} {server.count(s)}" for s in server.script)
         )
+        if args.prompts_out:
+            server.write_prompts(args.prompts_out)
     return report(store, args.run, done, FAKE_KEY)
+
+
+class PromptKeepingServer(ScriptedLlmServer):
+    """The scripted endpoint, also keeping each prompt as it arrived: the lineage keeps only a prompt's hash
+    (llm_calls.prompt_sha256), and this demo is where a reader sees what the LLM was told."""
+
+    def __init__(self, script: dict) -> None:
+        super().__init__(script)
+        self.prompts: list[str] = []
+
+    def respond(self, request: dict):
+        with self.lock:
+            self.prompts.append("\n\n".join(str(m.get("content", "")) for m in request.get("messages") or []))
+        return super().respond(request)
+
+    def write_prompts(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        for number, prompt in enumerate(self.prompts):
+            (folder / f"{number:03d}.txt").write_text(prompt)
 
 
 def report(store: Path, run: str, done: subprocess.CompletedProcess, key: str) -> int:

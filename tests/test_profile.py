@@ -47,6 +47,19 @@ def test_raw_page_gives_tensor_pipe_and_stall_shares():
     assert kernel.shared_bytes == round(205.7e3)
 
 
+def test_recorded_h200_raw_page_gives_what_the_hand_run_ncu_showed():
+    """The raw page ksci profile kept on an H200; the numbers a hand-run ncu printed for the same launches."""
+    (kernel,) = ncu_kernels("ncu_raw_h200_wgmma_kmajor.csv")
+    assert kernel.kernel.startswith("<unnamed>::fp8_gemm_wgmma_kernel") and kernel.launches == 3
+    assert kernel.matrix_pipe_pct == pytest.approx(72.1, abs=0.1)
+    assert kernel.sm_throughput_pct == pytest.approx(66.2, abs=0.2)
+    assert (round(kernel.achieved_occupancy_pct, 2), kernel.theoretical_occupancy_pct) == (14.06, 18.75)
+    assert kernel.registers == 168
+    assert [s.reason for s in kernel.stalls[:4]] == ["barrier", "wait", "long_scoreboard", "dispatch_stall"]
+    assert kernel.stalls[0].cycles_per_instruction == pytest.approx(1.72, abs=0.01)
+    assert roofline_class(kernel).startswith("compute-bound")
+
+
 def test_rocprofv3_recorded_sample_and_derived_counters():
     docs = rocprof.kernel_profiles(rocprof.read_rows([DATA / "rocprofv3_counter_collection_rocprofiler_sdk_docs.csv"]))
     assert len(docs) == 4
