@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from support.fp8_gemm_script import demo_config_toml, steady_script
+from support.leak_search import readable
 from support.scripted_llm_server import ScriptedLlmServer
 
 from ksci.llm.ledger import LlmLedger
@@ -34,8 +35,8 @@ def _evolve(tmp_path: Path, base_url: str, run: str, generations: int) -> subpro
 
 
 def _holding(folder: Path, secret: str) -> list[str]:
-    """The files under `folder` that contain `secret` (as UTF-8 bytes)."""
-    return [str(p) for p in folder.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+    """The files under `folder` that contain `secret` (UTF-8), in their bytes or in the values they encode."""
+    return [str(p) for p in folder.rglob("*") if p.is_file() and secret.encode() in readable(p)]
 
 
 @pytest.mark.parametrize("secret", ["key", "url_password"])

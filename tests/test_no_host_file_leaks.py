@@ -18,7 +18,6 @@ same searches find both in the prompts, the store, prefect.db and the stored res
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
@@ -27,9 +26,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 from support.fp8_gemm_script import GEN1, PLAN, demo_config_toml, steady_script
+from support.leak_search import readable
 from support.scripted_llm_server import ScriptedLlmServer
 
 from ksci.evaluate.sandbox import OPT_OUT
@@ -145,19 +144,6 @@ def evolve_hostile(folder: Path, extra_env: dict[str, str], report: bool = True)
         assert made.returncode == 0 and (folder / "report.html").is_file(), made.stdout + made.stderr
         output += made.stdout + made.stderr
     return Evolution(folder, output, server.prompts, planted_env)
-
-
-def readable(path: Path) -> bytes:
-    """A file's bytes and what they encode: a Prefect result's pickle (base64 inside its JSON record) and a Parquet
-    table's values (its pages may be compressed), which a grep of the bytes alone cannot see."""
-    data = path.read_bytes()
-    if path.suffix == ".parquet":
-        return data + repr(pq.read_table(path).to_pylist()).encode()
-    if data.startswith(b'{"metadata"'):
-        record = json.loads(data)
-        assert record["metadata"]["serializer"]["type"] == "pickle", record["metadata"]  # else: decode it here too
-        return data + base64.b64decode(record["result"])
-    return data
 
 
 def holding(evolution: Evolution, secrets: tuple[str, ...]) -> list[str]:
