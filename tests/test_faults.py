@@ -217,7 +217,7 @@ def test_llm_endpoint_down_mid_generation_stops_the_run_cleanly_and_a_rerun_comp
     out = (tmp_path / "first.log").read_text()
     assert first.returncode == 1, out[-3000:]
     lost = "generation 1: 0 candidates from the LLM (3 of 3 plans lost (call failed: unreachable: cannot reach the LLM "
-    run_log = tmp_path / "store" / "down" / "evolve.log"  # where the run's log goes once the console is quiet (H1)
+    run_log = tmp_path / "store" / "down" / "evolve.log"  # where the run's log goes once the console is quiet
     logged = out + (run_log.read_text() if run_log.is_file() else "")
     assert lost + f"endpoint http://127.0.0.1:{port}/v1 (ConnectError: " in logged  # the URL named
     assert "ksci: evolution down stopped: RuntimeError: the experiment designer's endpoint did not answer" in out

@@ -61,7 +61,7 @@ def _evolve(tmp_path, run, config, generations=3):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="open (H5, issue 26): under prefect_test_harness the rerun also re-sends generation 2's usable calls "
+    reason="open (issue 26): under prefect_test_harness the rerun also re-sends generation 2's usable calls "
     "(its selector, designer retry and writers: 9 sent, same prompt digests), i.e. a generation in which a task "
     "ended Failed (UnusableAnswer) loses its cache records; not yet diagnosed",
 )
