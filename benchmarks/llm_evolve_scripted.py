@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # tests/support: the scripted LLM server and its scripts
 
 from support.fp8_gemm_script import demo_config_toml, demo_script  # noqa: E402
-from support.scripted_llm_server import ScriptedLlmServer  # noqa: E402
+from support.scripted_llm_server import PromptKeepingServer  # noqa: E402
 
 from ksci.lineage.store import LineageStore  # noqa: E402
 from ksci.llm.ledger import LlmLedger, summarize_calls  # noqa: E402
@@ -67,25 +67,6 @@ def main() -> int:
         if args.prompts_out:
             server.write_prompts(args.prompts_out)
     return report(store, args.run, done, FAKE_KEY)
-
-
-class PromptKeepingServer(ScriptedLlmServer):
-    """The scripted endpoint, also keeping each prompt as it arrived: the lineage keeps only a prompt's hash
-    (llm_calls.prompt_sha256), and this demo is where a reader sees what the LLM was told."""
-
-    def __init__(self, script: dict) -> None:
-        super().__init__(script)
-        self.prompts: list[str] = []
-
-    def respond(self, request: dict):
-        with self.lock:
-            self.prompts.append("\n\n".join(str(m.get("content", "")) for m in request.get("messages") or []))
-        return super().respond(request)
-
-    def write_prompts(self, folder: Path) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        for number, prompt in enumerate(self.prompts):
-            (folder / f"{number:03d}.txt").write_text(prompt)
 
 
 def report(store: Path, run: str, done: subprocess.CompletedProcess, key: str) -> int:

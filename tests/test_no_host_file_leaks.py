@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 from support.fp8_gemm_script import GEN1, PLAN, demo_config_toml, steady_script
 from support.leak_search import readable
-from support.scripted_llm_server import ScriptedLlmServer
+from support.scripted_llm_server import PromptKeepingServer
 
 from ksci.evaluate.sandbox import OPT_OUT
 from ksci.lineage.store import LineageStore
@@ -57,21 +57,6 @@ class Evolution:
     output: str
     prompts: list[str]
     planted_env: Path
-
-
-class RecordingServer(ScriptedLlmServer):
-    """The scripted server, keeping the text of every prompt it was sent (the channel a compile log takes back to
-    the LLM)."""
-
-    def __init__(self, script: dict) -> None:
-        super().__init__(script)
-        self.prompts: list[str] = []
-
-    def respond(self, request: dict):
-        text = "\n".join(str(m.get("content", "")) for m in request.get("messages") or [])
-        with self.lock:
-            self.prompts.append(text)
-        return super().respond(request)
 
 
 def _kernel(**params) -> str:
@@ -128,7 +113,7 @@ def evolve_hostile(folder: Path, extra_env: dict[str, str], report: bool = True)
     project.mkdir(parents=True)
     planted_env = project / ".env"  # beside data/, where a project's .env sits
     planted_env.write_text(f"OPENAI_API_KEY={PLANTED_KEY}\n")
-    with RecordingServer(hostile_script(planted_env)) as server:
+    with PromptKeepingServer(hostile_script(planted_env)) as server:
         config = folder / "ksci.toml"
         toml = demo_config_toml(server.base_url, timeout_s=30.0, retry_delay_s=0.1)
         config.write_text(toml.replace("repairs = 1", "repairs = 2"))  # the .env trick's log goes back too

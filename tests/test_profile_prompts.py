@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 from support.fp8_gemm_script import demo_config_toml, steady_script
-from support.scripted_llm_server import ScriptedLlmServer
+from support.scripted_llm_server import PromptKeepingServer
 
 from ksci.evaluate.results import Status
 from ksci.lineage.store import Candidate, LineageStore, candidate_id_of, empty_frame
@@ -34,22 +34,6 @@ from ksci.run import RunSpec
 
 DATA = Path(__file__).parent / "data" / "profile"
 GPU = "NVIDIA H100 80GB HBM3"
-
-
-class RecordingServer(ScriptedLlmServer):
-    """The scripted endpoint, also keeping each request's prompt text as it arrived."""
-
-    def __init__(self, script: dict) -> None:
-        super().__init__(script)
-        self.prompts: list[str] = []
-
-    def respond(self, request: dict):
-        with self.lock:
-            self.prompts.append("\n".join(str(m.get("content", "")) for m in request.get("messages") or []))
-        return super().respond(request)
-
-    def prompt_of(self, stage: str) -> str:
-        return next(p for p in self.prompts if f"[ksci stage: {stage}]" in p)
 
 
 def _population(store: LineageStore) -> pd.DataFrame:
@@ -101,7 +85,7 @@ def _generation(tmp_path: Path, target: str):
     def submit(source, meta):
         return SimpleNamespace(status=Status.OK, message="ok", compile=None, checks=[], harness_log="")
 
-    with RecordingServer(steady_script()) as server:
+    with PromptKeepingServer(steady_script()) as server:
         config = load_config(_toml(tmp_path, server.base_url), env={})
 
         def ask(config, request, ledger):

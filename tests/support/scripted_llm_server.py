@@ -143,6 +143,31 @@ class ScriptedLlmServer:
         return None, {"status": 400, "content": f"scripted server: no scripted answer left for stage {stage!r}"}
 
 
+class PromptKeepingServer(ScriptedLlmServer):
+    """The scripted server, also keeping the text of every prompt it was sent: the lineage keeps only a prompt's
+    hash (llm_calls.prompt_sha256), and tests and the scripted demo read what the LLM was told."""
+
+    def __init__(self, script: dict, host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__(script, host, port)
+        self.prompts: list[str] = []
+
+    def respond(self, request: dict) -> tuple[int, dict | str, dict]:
+        text = "\n".join(str(m.get("content", "")) for m in request.get("messages") or [])
+        with self.lock:
+            self.prompts.append(text)
+        return super().respond(request)
+
+    def prompt_of(self, stage: str) -> str:
+        """The first prompt sent to `stage`."""
+        return next(p for p in self.prompts if f"[ksci stage: {stage}]" in p)
+
+    def write_prompts(self, folder: Path) -> None:
+        """One file per prompt, in the order they came: 000.txt, 001.txt, ..."""
+        folder.mkdir(parents=True, exist_ok=True)
+        for number, prompt in enumerate(self.prompts):
+            (folder / f"{number:03d}.txt").write_text(prompt)
+
+
 def _credentials(header: str) -> str:
     """What the client authenticated with: a bearer key, or basic auth's user:password."""
     scheme, _, value = header.partition(" ")
