@@ -111,6 +111,7 @@ def fake_key(monkeypatch):
 @pytest.mark.parametrize(
     ("target", "sample", "expected"),
     [
+        ("cuda", "ncu_raw_h200_wgmma_kmajor.csv", ["tensor pipe busy: 72.1%", "barrier 1.72 (36%)"]),  # recorded
         ("cuda", "ncu_raw_handwritten_h100.csv", ["tensor pipe busy: 62.0%", "dispatch_stall 1.48 (41%)"]),
         ("rocm", "rocprofv3_counter_collection_handwritten_mi300x.csv", ["MFMA busy: 58.2%", "VALU busy: 21.5%"]),
     ],
