@@ -204,14 +204,3 @@ def test_a_run_that_recorded_nothing_takes_the_new_identity(tmp_path):
     assert claim_run(store, "fresh", _identity()) is None  # written, no candidates yet (Prefect never started)
     assert claim_run(store, "fresh", _identity("rmsnorm")) is None
     assert read_identity(store, "fresh").problem == "rmsnorm"
-
-
-def test_a_deployments_run_is_refused_as_the_command_line_refuses_it(tmp_path):
-    """flows/evolve.py asks refusal_to_run first when a deployment started it (no command line checked it)."""
-    from ksci.lineage.identity import refusal_to_run
-
-    assert "memory://" in refusal_to_run("memory://x", "r", _identity())
-    store = LineageStore(tmp_path)
-    store.append(_rows("mix"))
-    assert refusal_to_run(str(tmp_path), "mix", _identity()) is None  # recorded: the identity written
-    assert "problem rmsnorm (the run has fp8_gemm)" in refusal_to_run(str(tmp_path), "mix", _identity("rmsnorm"))

@@ -150,12 +150,3 @@ def claim_run(store: LineageStore, run: str, identity: RunIdentity) -> str | Non
         )
     write_identity(store, run, identity)
     return None
-
-
-def refusal_to_run(store_root: str, run: str, identity: RunIdentity) -> str | None:
-    """Why a run cannot start or continue, in one line (None if it can): the store cannot hold a lineage, or the run
-    is one of another problem or settings (claim_run, which records the identity otherwise). `ksci evolve` asks this
-    before Prefect starts (ksci/cli.py); a deployment's flow run, which no command line checked, asks it first."""
-    from ksci.lineage.storage import check_store_root
-
-    return check_store_root(store_root, write=True) or claim_run(LineageStore(store_root), run, identity)
