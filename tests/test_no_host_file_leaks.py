@@ -21,8 +21,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -148,9 +150,18 @@ def sent(evolution: Evolution, secrets: tuple[str, ...]) -> bool:
     return any(s in p for p in evolution.prompts for s in secrets)
 
 
-def test_hostile_kernels_compiled_in_the_sandbox_leak_nothing_anywhere(tmp_path):
-    evolution = evolve_hostile(tmp_path, {})
-    rows = LineageStore(tmp_path / "store").read(RUN)
+@pytest.fixture
+def folder():
+    """A folder whose path the screen reads as plain text: pytest-xdist's tmp_path holds 'popen-gwN', and the screen
+    rejects a kernel naming `popen` (the .env's path is spelled into one kernel), which left that plan unexercised."""
+    path = Path(tempfile.mkdtemp(prefix="ksci-hostile-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_hostile_kernels_compiled_in_the_sandbox_leak_nothing_anywhere(folder):
+    evolution = evolve_hostile(folder, {})
+    rows = LineageStore(folder / "store").read(RUN)
     llm = rows[rows["proposer"] == "llm"]
     # The tricks reached the real compiler (past the screen) and failed there; the repaired kernels compiled.
     failed = llm[llm["status"] == "compile_error"]
@@ -165,7 +176,7 @@ def test_hostile_kernels_compiled_in_the_sandbox_leak_nothing_anywhere(tmp_path)
     assert all(missing.search(p) for p in repairs), [p[-1500:] for p in repairs]
     assert any(f"{evolution.planted_env}: No such file or directory" in p for p in repairs)
     assert "prefect/storage" in str(holding(evolution, ("/etc/passwd: No such file or directory",)))
-    assert (tmp_path / "prefect").is_dir() and list((tmp_path / "prefect").rglob("prefect.db*"))
+    assert (folder / "prefect").is_dir() and list((folder / "prefect").rglob("prefect.db*"))
     # Nothing leaked: not to the LLM, not into any file the run or its report wrote, not to the terminal.
     for secrets in ((PASSWD_LINE, *PASSWD_ENTRIES), (PLANTED_KEY,)):
         assert not sent(evolution, secrets), f"{secrets[0]} was sent to the LLM"
@@ -173,11 +184,11 @@ def test_hostile_kernels_compiled_in_the_sandbox_leak_nothing_anywhere(tmp_path)
         assert not any(s in evolution.output for s in secrets)
 
 
-def test_without_the_sandbox_the_same_evolution_does_leak(tmp_path):
+def test_without_the_sandbox_the_same_evolution_does_leak(folder):
     """The greps above can see a leak: with the documented opt-out, nvcc reads /etc/passwd and the .env, its log
     quotes their lines, and they reach the writer's repair prompt, the run's log in the store, Prefect's database
     (the flow's logs) and its stored results (seen only once decoded: they are base64 pickles)."""
-    evolution = evolve_hostile(tmp_path, {OPT_OUT: "1"}, report=False)
+    evolution = evolve_hostile(folder, {OPT_OUT: "1"}, report=False)
     for secret in (PASSWD_LINE, PLANTED_KEY):
         leaked = holding(evolution, (secret,))
         assert sent(evolution, (secret,)), f"{secret} never reached the writer"
