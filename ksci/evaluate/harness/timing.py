@@ -133,7 +133,8 @@ class CallTimer:
         return CallSample(kernel_us, flush_us, gap_us, end.elapsed_time(idle) * 1000.0, sync_us)
 
     def calibrate(self, reps: int = 10) -> CallSample:
-        """The medians of gap and tail for a call that does nothing: the host's and the device's own latency."""
+        """Gap (its tenth percentile), tail and sync (medians) for a call that does nothing: the host's and the
+        device's own latency."""
         samples = [self(lambda: None) for _ in range(reps)]
         return CallSample(
             0.0,
@@ -164,7 +165,8 @@ class TimedCalls:
         self.flush_us.append(call.flush_us)
 
     def integrity(self, idle: CallSample) -> dict:
-        """The timing message's integrity facts: medians beside the idle device's (ksci/evaluate/protocol.py)."""
+        """The timing message's integrity facts beside the idle device's (ksci/evaluate/protocol.py): medians, but
+        the gap's tenth percentile (low_quantile)."""
         return {
             "calls": len(self.kernel_us),
             "checked": self.checked,
