@@ -111,9 +111,15 @@ def test_host_work_outside_the_timed_region_on_every_call_is_still_doubted():
     assert [d for d in timing_doubts(message) if "host clock" in d]
 
 
-def test_the_idle_host_is_measured_before_and_after_a_shape():
-    from ksci.evaluate.harness.timing import CallSample, slower_idle
+def test_the_idle_host_is_measured_before_a_shape_and_among_its_calls():
+    """The before-calibration and the idle calls drawn among the timed ones (child.py): the slower of each latency,
+    the idle calls summarised as the timed ones are (the gap's tenth percentile: a late wake-up adds nothing)."""
+    from ksci.evaluate.harness.timing import CallSample, idle_summary, slower_idle
 
     calm, loaded = CallSample(0.0, 17.0, 9.0, 5.0, 4.0), CallSample(0.0, 18.0, 220.0, 6.0, 30.0)
     assert slower_idle(calm, loaded) == CallSample(0.0, 18.0, 220.0, 6.0, 30.0)
     assert slower_idle(loaded, calm) == slower_idle(calm, loaded)
+    among = [CallSample(0.0, 17.0, 200.0 + (900.0 if i % 4 == 0 else i), 5.0, 20.0) for i in range(20)]
+    summary = idle_summary(among)
+    assert summary.gap_us == pytest.approx(203.0)  # sorted gaps: 201, 202, 203, ...; the tenth percentile is the 3rd
+    assert slower_idle(calm, summary).gap_us == summary.gap_us

@@ -34,6 +34,7 @@ from ksci.evaluate.harness.timing import (
     L2Flusher,
     TimedCalls,
     TimingPolicy,
+    idle_summary,
     precise,
     slower_idle,
     time_calls,
@@ -50,6 +51,7 @@ ROTATIONS = 3  # input sets the baselines rotate over
 # shape (and leaves poison behind unless it writes something in place of the work).
 CHECKED_PER_BATCH = 3
 CHECKED_BATCHES = 2
+IDLE_PER_BATCH = 2  # idle calls among a batch's timed calls, at places drawn at random
 CASE_MEMORY_SHARE = 0.25  # the most of the free device memory one batch's input sets may take
 _UNPREDICTABLE = random.SystemRandom()  # seeds and sampled checks: nothing the candidate can replay or predict
 VENDOR_RELATIVE_ERROR = 1e-2
@@ -186,14 +188,14 @@ class Session:
         warm = self.warm_up(shape)
         if warm is None:
             return False
-        timer = CallTimer(flush, self.stream)
-        idle = timer.calibrate()
+        timer = CallTimer(flush, self.stream, idle_run=flush.nudge)
+        before = timer.calibrate()
         batch = self.batch_size(warm)
         del warm
         calls = self.timed_batches(shape, timer, batch)
         if calls is None:
             return False
-        idle = slower_idle(idle, timer.calibrate())  # the host's latency before and after: load comes and goes
+        idle = slower_idle(before, idle_summary(calls.idle))  # the host before and among the calls: load comes and goes
         timing = {"kernel": summarise(calls.kernel_us), "integrity": calls.integrity(idle)}
         if self.request.get("time_baselines", True):
             timing.update(self.time_baselines(self.rotated_cases(shape), flush))
@@ -233,13 +235,17 @@ class Session:
         return calls
 
     def time_batch(self, shape: dict, timer: CallTimer, batch: int, calls: TimedCalls) -> list[Case]:
-        """`batch` new input sets, each drawn just before its one timed call (recorded in `calls`)."""
+        """`batch` new input sets, each drawn just before its one timed call (recorded in `calls`), and IDLE_PER_BATCH
+        idle calls before calls drawn at random (the host's latency as the calls find it, recorded in `calls.idle`)."""
         cases = []
-        for _ in range(batch):
+        idle_before = set(_UNPREDICTABLE.sample(range(batch), min(IDLE_PER_BATCH, batch)))
+        for i in range(batch):
             # Drawn just before its call: no call can find a later call's inputs in memory and work ahead.
             case = self.case(shape, _UNPREDICTABLE.randrange(2**62), keep_pristine=False)
             cases.append(case)
             torch.cuda.synchronize()  # the drawing is done before the host clock starts
+            if i in idle_before:
+                calls.idle.append(timer.idle())
             calls.add(timer(lambda case=case: self.candidate(case.tensors, shape, self.stream)))
         return cases
 

@@ -46,6 +46,11 @@ class L2Flusher:
     def __call__(self) -> None:
         self.buffer.zero_()
 
+    def nudge(self) -> None:
+        """One launch of a kernel that does almost nothing (four bytes zeroed): an idle call's stand-in for the
+        candidate's launch, so that the host's cost of a launch is measured in the idle calls too."""
+        self.buffer[:4].zero_()
+
 
 def time_calls(
     run: Callable[[int], object],
@@ -107,11 +112,15 @@ class CallTimer:
     which varies by tens of microseconds) and `sync_us`, the synchronisation's own duration on the host's clock
     (short when nothing runs; it misses only work that ends while the host wakes up). Work still running shows in
     both. All contain the host's own latency, so they are judged against the same numbers for a call that does
-    nothing (`calibrate`), measured in the same way on the same device (ksci/evaluate/protocol.py).
+    nothing but launch a near-empty kernel (`idle`, `calibrate`), measured in the same way on the same device, before
+    a shape's calls and between them at places drawn at random (ksci/evaluate/harness/child.py), so that they see
+    the host as the calls saw it (ksci/evaluate/protocol.py judges the difference).
     """
 
-    def __init__(self, flush: Callable[[], None], stream: torch.cuda.Stream):
-        self.flush, self.stream = flush, stream
+    def __init__(
+        self, flush: Callable[[], None], stream: torch.cuda.Stream, idle_run: Callable[[], object] = lambda: None
+    ):
+        self.flush, self.stream, self.idle_run = flush, stream, idle_run
 
     def __call__(self, run: Callable[[], object]) -> CallSample:
         stream = self.stream
@@ -132,17 +141,25 @@ class CallTimer:
         gap_us = (host_end - host_start) * 1e6 - flush_us - kernel_us
         return CallSample(kernel_us, flush_us, gap_us, end.elapsed_time(idle) * 1000.0, sync_us)
 
+    def idle(self) -> CallSample:
+        """One idle call: the flush and the events as for a timed call, and `idle_run` (a near-empty launch) in
+        place of the candidate."""
+        return self(self.idle_run)
+
     def calibrate(self, reps: int = 10) -> CallSample:
-        """Gap (its tenth percentile), tail and sync (medians) for a call that does nothing: the host's and the
-        device's own latency."""
-        samples = [self(lambda: None) for _ in range(reps)]
-        return CallSample(
-            0.0,
-            statistics.median(s.flush_us for s in samples),
-            low_quantile([s.gap_us for s in samples]),
-            statistics.median(s.tail_us for s in samples),
-            statistics.median(s.sync_us for s in samples),
-        )
+        """The host's and the device's own latency over `reps` idle calls in a row (idle_summary)."""
+        return idle_summary([self.idle() for _ in range(reps)])
+
+
+def idle_summary(samples: list[CallSample]) -> CallSample:
+    """Idle calls' gap (its tenth percentile, as for the timed calls), tail and sync (medians)."""
+    return CallSample(
+        0.0,
+        statistics.median(s.flush_us for s in samples),
+        low_quantile([s.gap_us for s in samples]),
+        statistics.median(s.tail_us for s in samples),
+        statistics.median(s.sync_us for s in samples),
+    )
 
 
 @dataclass
@@ -154,6 +171,7 @@ class TimedCalls:
     tail_us: list[float] = field(default_factory=list)
     sync_us: list[float] = field(default_factory=list)
     flush_us: list[float] = field(default_factory=list)
+    idle: list[CallSample] = field(default_factory=list)  # the idle calls made between the timed ones
     checked: int = 0
     batches: int = 0
 
@@ -181,19 +199,21 @@ class TimedCalls:
         }
 
 
-def slower_idle(before: CallSample, after: CallSample) -> CallSample:
-    """The idle device's latencies measured before and after a shape's timed calls, the larger of each.
+def slower_idle(*measured: CallSample) -> CallSample:
+    """The idle device's latencies measured more than once for a shape (before its timed calls, and between them),
+    the larger of each.
 
     A host's load changes during a shape's timing (another GPU's evaluation starts, a compiler runs): the calls are
-    judged against the host as it was around them, not only before them. A cheat's hidden work is in the calls and
-    never in an idle call, so this gives it nothing.
+    judged against the host as it was among them, not only before them. A cheat's hidden work is in the calls and
+    never in an idle call, and the idle calls between the timed ones sit at places drawn at random after the
+    candidate was loaded, so this gives it nothing.
     """
     return CallSample(
         0.0,
-        max(before.flush_us, after.flush_us),
-        max(before.gap_us, after.gap_us),
-        max(before.tail_us, after.tail_us),
-        max(before.sync_us, after.sync_us),
+        max(m.flush_us for m in measured),
+        max(m.gap_us for m in measured),
+        max(m.tail_us for m in measured),
+        max(m.sync_us for m in measured),
     )
 
 
