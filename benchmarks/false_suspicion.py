@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from adversarial import honest_kernels  # noqa: E402
 
-from ksci.evaluate import classify  # noqa: E402
+from ksci.evaluate import classify, protocol  # noqa: E402
 from ksci.evaluate.options import EvaluationOptions  # noqa: E402
 from ksci.evaluate.pipeline import evaluate_source  # noqa: E402
 from ksci.problem.spec import load_problem  # noqa: E402
@@ -51,8 +51,17 @@ def _margins_kept(message: dict, parent_us=None) -> list[str]:
     tail = min(integrity["tail_us"] - integrity["tail_idle_us"], integrity["sync_us"] - integrity["sync_idle_us"])
     margins = getattr(_EVALUATION, "margins", None)
     if margins is not None:
+        median = message["kernel"]["median_us"]
         margins.append(
-            {"key": message.get("key"), "gap_us": gap, "tail_us": tail, "idle_gap_us": integrity["gap_idle_us"]}
+            {
+                "key": message.get("key"),
+                "gap_us": gap,
+                "tail_us": tail,
+                "idle_gap_us": integrity["gap_idle_us"],
+                # How much of each rule's limit the shape used (protocol.timing_doubts: a doubt above 1.0)
+                "gap_share": gap / max(protocol.GAP_FLOOR_US, protocol.GAP_FRACTION * median),
+                "tail_share": tail / max(protocol.TAIL_FLOOR_US, protocol.TAIL_FRACTION * median),
+            }
         )
     return _judge(message, parent_us)
 
@@ -95,7 +104,7 @@ def worker(runs: Runs, device: str, baselines: bool) -> None:
         start = time.monotonic()
         _EVALUATION.margins = []
         verdict = evaluate_source(load_problem(problem_name), source, options)
-        margins = _EVALUATION.margins
+        margins = [{**m, "kernel": name} for m in _EVALUATION.margins]
         runs.record(
             {
                 "kernel": name,
@@ -161,6 +170,12 @@ def main() -> None:
             f" of the call); tail beyond idle most {tails[-1]:.1f} us (rule: 60 us); idle calls' own gap median"
             f" {idle[len(idle) // 2]:.1f} us, most {idle[-1]:.1f}"
         )
+        for rule in ("gap", "tail"):
+            worst = max(shapes, key=lambda m: m[f"{rule}_share"])
+            print(
+                f"closest to the {rule} rule: {worst[f'{rule}_share']:.0%} of its limit"
+                f" ({worst[f'{rule}_us']:.1f} us beyond idle, {worst['kernel']} on {worst['key']})"
+            )
     if args.json_out:
         args.json_out.write_text(json.dumps(runs.rows, indent=1))
     raise SystemExit(0 if total["ok"] == len(runs.rows) else 1)
