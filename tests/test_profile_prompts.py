@@ -27,6 +27,7 @@ from ksci.problem.render import render_kernel
 from ksci.problem.spec import load_problem, shape_key
 from ksci.profile import run
 from ksci.profile.digest import digest
+from ksci.profile.records import record_profile
 from ksci.profile.run import ProfileRequest, profile_library
 from ksci.proposers.protocol import GenerationContext, Steps
 from ksci.proposers.scientist import ScientistProposer
@@ -155,3 +156,37 @@ def test_no_profiler_leaves_no_profile_in_the_prompts_and_the_generation_goes_on
             in prompt
         )
         assert "Per-shape standing on" in prompt  # the standing needs no profiler
+
+
+def test_the_findings_stage_is_shown_the_digest_its_generation_recorded(tmp_path, monkeypatch):
+    """The Base's profile recorded for a generation (as tasks/profile.py records it) reaches that generation's
+    findings prompt, from the raw page recorded on the H200; a generation with no profile recorded gets none."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _stand_in_profiler(bin_dir, "ncu", DATA / "ncu_raw_h200_wgmma_kmajor.csv")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    store = LineageStore(tmp_path / "store")
+    spec = RunSpec(problem="fp8_gemm", run="r", store_root=str(tmp_path / "store"), children=3, proposer="llm")
+    population = _population(store)
+    base_id = population["candidate_id"].iloc[0]
+    result = profile_library(
+        ProfileRequest("fp8_gemm", "/base.so", dict(load_problem("fp8_gemm").benchmarks[-1]), "cuda")
+    )
+    record_profile(spec.store_root, "r", 1, base_id, "base", result, digest(result, 4.8))
+    rows = [{"candidate_id": "child1", "parent_id": base_id, "status": "ok", "geomean_us": 90.0, "hypothesis": "h"}]
+    with PromptKeepingServer(steady_script()) as server:
+        config = load_config(_toml(tmp_path, server.base_url), env={})
+
+        def ask(config, request, ledger):
+            answer = ask_stage(request, config.stage(request.stage), ledger, None, config.budget)
+            return SimpleNamespace(result=lambda: answer)
+
+        steps = Steps(submit=None, wait=None, verdict=None, ask=ask, profile=None)
+        proposer = ScientistProposer(config, seeds=None)
+        proposer.conclude(GenerationContext(spec, 1, population), rows, steps)
+        proposer.conclude(GenerationContext(spec, 2, population), rows, steps)
+    with_profile, without = [p for p in server.prompts if "[ksci stage: findings]" in p]
+    assert f"Profile digest of the Base {base_id}, the kernel these candidates changed" in with_profile
+    assert "tensor pipe busy: 72.1%" in with_profile and "barrier 1.72 (36%)" in with_profile
+    assert "may cite it" in with_profile  # the system prompt says what the digest is for
+    assert "Profile digest" not in without and "tensor pipe busy" not in without

@@ -66,8 +66,16 @@ def outcomes(rows: list[dict], population: pd.DataFrame) -> list[dict]:
 
 
 def build_request(
-    problem: Problem, target: str, generation: int, results: list[dict], earlier: list[str], prompts_dir=None
+    problem: Problem,
+    target: str,
+    generation: int,
+    results: list[dict],
+    earlier: list[str],
+    prompts_dir=None,
+    base_profile: tuple[str, str] | None = None,
 ) -> StageRequest:
+    """`base_profile`: (the Base's id, its profile digest) as the generation's designer and writer saw it, for the
+    findings to cite; None when the generation took no profile."""
     values = {
         "marker": stage_marker("findings"),
         "problem": problem,
@@ -76,6 +84,7 @@ def build_request(
         "results": results,
         "earlier": earlier,
         "max_findings": MAX_FINDINGS,
+        "base_profile": base_profile,
     }
     return StageRequest("findings", "findings", render_messages("findings", values, prompts_dir), SCHEMA, {})
 

@@ -53,6 +53,13 @@ def read_profiles(store_root: str, run: str) -> list[ProfileRecord]:
     return sorted(records, key=lambda r: (r.generation, r.role, r.candidate_id))
 
 
+def base_profile(store_root: str, run: str, generation: int) -> ProfileRecord | None:
+    """The profile of the Base the selector chose for `generation` (what its designer and writer were shown), None
+    when the generation took none (a seeded generation, a run without a profile step)."""
+    bases = [r for r in read_profiles(store_root, run) if r.generation == generation and r.role == "base"]
+    return bases[-1] if bases else None
+
+
 def profile_seconds_by_generation(store_root: str, run: str) -> dict[int, float]:
     """What profiling cost each generation, in seconds of profiler time."""
     totals: dict[int, float] = {}

@@ -30,6 +30,7 @@ from ksci.llm.knowledge import load_knowledge
 from ksci.llm.ledger import LlmLedger
 from ksci.llm.request import Answer, Ledger, StageRequest
 from ksci.problem.spec import SUFFIX_OF_DIALECT, load_problem
+from ksci.profile.records import base_profile
 from ksci.profile.view import NO_PROFILE_STEP, hardware_view
 from ksci.proposers.protocol import GenerationContext, Proposed, Proposer, Steps
 from ksci.run import RunSpec
@@ -110,7 +111,11 @@ class ScientistProposer:
         lines = findings.as_lines(earlier[earlier["generation"] < generation])
         outcomes = findings.outcomes(rows, context.population)
         problem = load_problem(spec.problem)
-        request = findings.build_request(problem, spec.target, generation, outcomes, lines, self.config.prompts_dir)
+        profiled = base_profile(spec.store_root, spec.run, generation)  # the digest the designer was shown
+        cited = (profiled.candidate_id, profiled.digest) if profiled else None
+        request = findings.build_request(
+            problem, spec.target, generation, outcomes, lines, self.config.prompts_dir, base_profile=cited
+        )
         answer = self._ask(context, steps, request).result()
         if answer.value is None:
             steps.logger.warning("generation %d: no findings (%s)", generation, answer.reason)
