@@ -1,0 +1,95 @@
+"""Where one candidate's seconds go (issue 28: a thousand candidates an hour): time each part of an evaluation apart.
+
+An evolution evaluates a candidate in two harness runs on its GPU, one after the other: verification (every test
+shape on every input profile) and the benchmark (every benchmark shape timed one call at a time, then the reference
+and the vendor library timed beside it). This script times, for one compiled kernel and on one GPU, each of:
+
+- a harness-like process start: `python -c "import torch"` and a first CUDA call, as a spare harness pays it;
+- the verify run, the benchmark run without the baselines, the benchmark run with them (ksci.evaluate.pipeline's
+  evaluate_source, the compile cached), so the baselines' cost is the difference of the last two;
+- within the benchmark: the device time of the candidate's timed calls (median x calls per shape, summed) against
+  the run's wall time, i.e. how much of it is measurement.
+
+Prints a table (median of --reps runs). Usage, on a GPU host:
+
+    python benchmarks/candidate_cost.py [--problem fp8_gemm_kmajor] [--template wgmma] [--reps 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+
+from ksci.evaluate.options import EvaluationOptions
+from ksci.evaluate.pipeline import evaluate_source
+from ksci.problem.render import render_kernel
+from ksci.problem.spec import load_problem
+
+START = "import torch; torch.zeros(1, device='cuda'); torch.cuda.synchronize()"
+PARTS = (
+    ("verify", ("verify",), True),
+    ("benchmark, no baselines", ("benchmark",), False),
+    ("benchmark with baselines", ("benchmark",), True),
+)
+
+
+def process_start_s() -> float:
+    begin = time.perf_counter()
+    subprocess.run([sys.executable, "-c", START], check=True)
+    return time.perf_counter() - begin
+
+
+def timed_device_s(verdict) -> tuple[float, int]:
+    """Seconds of device time in the candidate's timed calls (median x calls per shape, summed) and the calls."""
+    seconds, calls = 0.0, 0
+    for timing in verdict.timings:
+        if timing.kernel is not None:
+            seconds += timing.kernel.median_us * timing.kernel.reps / 1e6
+            calls += timing.kernel.reps
+    return seconds, calls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--problem", default="fp8_gemm_kmajor")
+    parser.add_argument("--template", default="wgmma")
+    parser.add_argument("--reps", type=int, default=3)
+    args = parser.parse_args()
+    problem = load_problem(args.problem)
+    source = render_kernel(problem.template("cuda", args.template))
+    compiled = evaluate_source(problem, source, EvaluationOptions(compile_only=True))
+    print(f"{args.problem} {args.template} default: {compiled.status}; {len(problem.tests)} test shapes x "
+          f"{len(problem.inputs)} input profiles, {len(problem.benchmarks)} benchmark shapes")  # fmt: skip
+    walls: dict[str, list[float]] = {"process start (python, torch, CUDA)": []}
+    device: list[tuple[float, int]] = []
+    for _ in range(args.reps):
+        walls["process start (python, torch, CUDA)"].append(process_start_s())
+        for name, phases, baselines in PARTS:
+            begin = time.perf_counter()
+            verdict = evaluate_source(problem, source, EvaluationOptions(phases=phases, time_baselines=baselines))
+            walls.setdefault(name, []).append(time.perf_counter() - begin)
+            if str(verdict.status) != "ok":
+                raise SystemExit(f"{name}: {verdict.status}: {verdict.message}")
+            if name == "benchmark, no baselines":
+                device.append(timed_device_s(verdict))
+    median = {name: statistics.median(values) for name, values in walls.items()}
+    print(f"\n{'part':44s} {'median s':>9s}  runs")
+    for name, values in walls.items():
+        print(f"{name:44s} {median[name]:9.2f}  {', '.join(f'{v:.2f}' for v in values)}")
+    baselines = median["benchmark with baselines"] - median["benchmark, no baselines"]
+    per_candidate = median["verify"] + median["benchmark with baselines"]
+    seconds, calls = statistics.median(d[0] for d in device), statistics.median(d[1] for d in device)
+    print(f"{'  of which the baselines (difference)':44s} {baselines:9.2f}")
+    print(f"{'  of which the timed calls on the device':44s} {seconds:9.2f}  ({calls:.0f} calls)")
+    print(
+        f"\none candidate, verify + benchmark as an evolution runs them: {per_candidate:.2f} s, "
+        f"{3600 / per_candidate:.0f} an hour on one GPU if nothing else ran; the candidate's own timed device work is "
+        f"{100 * seconds / per_candidate:.0f}% of it, the baselines {100 * baselines / per_candidate:.0f}%"
+    )
+
+
+if __name__ == "__main__":
+    main()
