@@ -20,6 +20,7 @@ from contextlib import contextmanager, nullcontext
 from contextvars import copy_context
 from dataclasses import asdict
 
+import pandas as pd
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
 from prefect.client.orchestration import get_client
@@ -40,6 +41,7 @@ from ksci.lineage.store import LineageStore
 from ksci.llm.config import LlmConfig
 from ksci.proposers.choice import llm_for, proposer_for
 from ksci.proposers.overlap import horizon, open_board, post
+from ksci.proposers.per_shape import best_shape_times
 from ksci.proposers.protocol import GenerationContext, Proposer, Steps
 from ksci.run import DEFAULT_STORE, RunSpec, candidates_before, progress_line
 from tasks.compose import compose
@@ -86,7 +88,7 @@ def _generation(spec: RunSpec, generation: int, proposer: Proposer) -> dict:
     logger = get_run_logger()
     population = read_population(spec.store_root, spec.run, horizon(generation, spec.overlap))
     GPU_PRIORITY.set(generation)  # with overlapping generations, the older ones' candidates take a free GPU first
-    context, steps = GenerationContext(spec, generation, population), _steps(spec, logger)
+    context, steps = GenerationContext(spec, generation, population), _steps(spec, logger, population)
     proposed = proposer.propose(context, steps)
     if proposed.failure is not None:
         raise RuntimeError(proposed.failure.message)  # fails the generation, to be rerun
@@ -102,11 +104,13 @@ def _generation(spec: RunSpec, generation: int, proposer: Proposer) -> dict:
     return {**summary, "rows": rows}
 
 
-def _steps(spec: RunSpec, logger) -> Steps:
-    """The Prefect tasks a proposer calls: what it proposes is evaluated and recorded through them."""
+def _steps(spec: RunSpec, logger, population: pd.DataFrame) -> Steps:
+    """The Prefect tasks a proposer calls: what it proposes is evaluated and recorded through them. With --race,
+    each candidate's benchmark races against the best median per shape of the population it was proposed from."""
     setup = spec.evaluation()
+    race = best_shape_times(population) if spec.race else ()
     return Steps(
-        submit=lambda source, meta: _reported(submit_candidate(setup, source, meta), meta.generation),
+        submit=lambda source, meta: _reported(submit_candidate(setup, source, meta, race=race), meta.generation),
         wait=lambda chains: wait([chain.recorded for chain in chains]),
         verdict=_verdict,
         select=select,
@@ -193,6 +197,7 @@ def evolve(
     overlap: int = 0,
     generation_deployment: str | None = None,
     profile: bool = True,
+    race: bool = False,
     max_candidates: int | None = None,
     time_limit_s: float | None = None,
 ) -> list[dict]:

@@ -64,14 +64,26 @@ def verify_kernel(setup: EvaluationSetup, source: PreparedSource, compiled: Comp
 
 @task(name="benchmark", **GPU_TASK)
 def benchmark_kernel(
-    setup: EvaluationSetup, source: PreparedSource, compiled: CompileResult, verified: Verdict
+    setup: EvaluationSetup,
+    source: PreparedSource,
+    compiled: CompileResult,
+    verified: Verdict,
+    race: tuple[tuple[str, float], ...] = (),
 ) -> Verdict:
+    """`race`: the run's best median per shape (ksci evolve --race), an input like the others: the verdict depends
+    on it (how many calls a losing shape gets)."""
     if verified.status != Status.OK:
         return verified
-    return timed_after_verified(verified, _run(setup, source, compiled, ("benchmark",)))
+    return timed_after_verified(verified, _run(setup, source, compiled, ("benchmark",), race))
 
 
-def _run(setup: EvaluationSetup, source: PreparedSource, compiled: CompileResult, phases: tuple[str, ...]) -> Verdict:
+def _run(
+    setup: EvaluationSetup,
+    source: PreparedSource,
+    compiled: CompileResult,
+    phases: tuple[str, ...],
+    race: tuple[tuple[str, float], ...] = (),
+) -> Verdict:
     """The GPU is not an input (so not part of the cache key): the candidate takes whichever is free, one candidate
     at a time per GPU across every flow, worker and process of this host (ksci.devices). It takes its harness
     process when it is near the front of the queue (START_AHEAD), while the GPUs are still busy: a spare one,
@@ -82,7 +94,7 @@ def _run(setup: EvaluationSetup, source: PreparedSource, compiled: CompileResult
     def take_gpu(on_turn):
         return any_free_gpu(gpus, on_turn=on_turn)
 
-    problem, options = load_problem(setup.problem), run_options(setup, phases)
+    problem, options = load_problem(setup.problem), run_options(setup, phases, race)
     return run_compiled(backend_of(setup), problem, source, compiled, options, take_gpu, _spares(setup))
 
 
@@ -140,19 +152,21 @@ def submit_candidate(
     meta: CandidateMeta,
     source_path: str | None = None,
     retime: bool = False,
+    race: tuple[tuple[str, float], ...] = (),
 ) -> CandidateChain:
     """Submit a candidate's whole chain: hipify, compile, verify, benchmark, store its source, record its row.
 
     `source`: the text, or the future of the task that renders it. `source_path`: where the store already holds
     it (rebench: the row keeps its source's path), else it is stored. `retime`: verify and benchmark again, not
-    from the cache (rebench)."""
+    from the cache (rebench). `race`: the run's best median per shape, to stop timing shapes the candidate loses
+    (ksci evolve --race)."""
     verify, benchmark = verify_kernel, benchmark_kernel
     if retime:
         verify, benchmark = verify.with_options(refresh_cache=True), benchmark.with_options(refresh_cache=True)
     prepared = hipify.submit(setup, source)
     compiled = compile_kernel.submit(setup, prepared)
     verified = verify.submit(setup, prepared, compiled)
-    benched = benchmark.submit(setup, prepared, compiled, verified)
+    benched = benchmark.submit(setup, prepared, compiled, verified, race)
     if source_path is None:
         suffix = SUFFIX_OF_DIALECT[DIALECT_OF_TARGET[setup.target]]
         source_path = store_source.submit(setup.store_root, prepared, suffix)

@@ -167,7 +167,11 @@ def shape_timing(message: dict, problem: Problem, gpu: str) -> ShapeTiming:
     if peaks is not None:
         sol = speed_of_light_us(message["flops"], message["bytes"], peaks, problem.roofline_compute)
     vendor = t("vendor") if message.get("vendor_ok", True) else None
-    return ShapeTiming(shape=shape, kernel=t("kernel"), reference=t("reference"), vendor=vendor, speed_of_light_us=sol)
+    raced = message.get("integrity", {}).get("raced_against_us")
+    return ShapeTiming(
+        shape=shape, kernel=t("kernel"), reference=t("reference"), vendor=vendor, speed_of_light_us=sol,
+        raced_against_us=raced,
+    )  # fmt: skip
 
 
 def summarise_timings(verdict: Verdict) -> None:

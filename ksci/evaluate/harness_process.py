@@ -64,6 +64,8 @@ class Harness:
         go: dict = {"env": pin_device(device, self.options.target)} if device is not None else {}
         if self.library is not None:
             go["library"] = self._library_copy
+        if self.options.race:
+            go["race"] = dict(self.options.race)
         return self._started.child.run(self.options.timeout_s, go)
 
     def close(self) -> None:

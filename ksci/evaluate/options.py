@@ -35,6 +35,10 @@ class EvaluationOptions:
     device: str | None = None  # run on this GPU only (index among the GPUs this process may use)
     tests: tuple[dict, ...] | None = None  # subsets of the problem's shapes, e.g. for quick checks
     benchmarks: tuple[dict, ...] | None = None
+    # (shape key, the run's best median in us) to race against (ksci evolve --race): a shape's timed calls stop once
+    # the candidate is known to lose it (ksci.evaluate.harness.timing.raced_out). Sent with the go-ahead, not with
+    # the request a spare harness starts with, since it changes as the run's best does.
+    race: tuple[tuple[str, float], ...] = ()
 
 
 def compile_options(setup: EvaluationSetup) -> EvaluationOptions:
@@ -42,6 +46,8 @@ def compile_options(setup: EvaluationSetup) -> EvaluationOptions:
     return EvaluationOptions(target=setup.target, arch=setup.arch)
 
 
-def run_options(setup: EvaluationSetup, phases: tuple[str, ...]) -> EvaluationOptions:
+def run_options(
+    setup: EvaluationSetup, phases: tuple[str, ...], race: tuple[tuple[str, float], ...] = ()
+) -> EvaluationOptions:
     """The options of a run's GPU step (verify or benchmark): the arch is the compiled library's, so not here."""
-    return EvaluationOptions(target=setup.target, phases=phases)
+    return EvaluationOptions(target=setup.target, phases=phases, race=race)

@@ -63,6 +63,7 @@ _INTEGRITY = {
         "sync_idle_us": _NUMBER,
         "samples_us": {"type": "array", "items": _NUMBER, "minItems": 1, "maxItems": 1000},
         "shape_host_us": _NUMBER,
+        "raced_against_us": _NUMBER,  # present when the calls stopped because the kernel lost the shape (--race)
     },
     "required": [
         "calls",

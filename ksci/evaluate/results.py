@@ -96,6 +96,7 @@ class ShapeTiming:
     reference: Timing | None = None
     vendor: Timing | None = None
     speed_of_light_us: float | None = None
+    raced_against_us: float | None = None  # timed on fewer calls: it lost this shape to the run's best (--race)
 
 
 @dataclass

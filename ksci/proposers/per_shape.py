@@ -98,6 +98,22 @@ class ShapeEvidence:
         return Composition(plan, rows[0]["candidate_id"], rows[1]["candidate_id"], text)
 
 
+def best_shape_times(population: pd.DataFrame) -> tuple[tuple[str, float], ...]:
+    """The run's best median per benchmark shape so far, over its `ok` rows (shape key, us), sorted by key: what a
+    racing benchmark (ksci evolve --race) holds each new candidate against. Rows without per-shape times (simulated
+    rows of an older store, failures) add nothing."""
+    if population.empty or "shape_times_json" not in population:
+        return ()
+    best: dict[str, float] = {}
+    ok = population[population["status"] == str(Status.OK)]
+    for text in ok["shape_times_json"]:
+        times = json.loads(text) if isinstance(text, str) and text else {}
+        for key, us in times.items():
+            if isinstance(us, (int, float)) and us > 0 and us < best.get(key, math.inf):
+                best[key] = float(us)
+    return tuple(sorted(best.items()))
+
+
 def _gain(current: dict[str, float], times: dict[str, float]) -> float:
     """How much a variant with these times lowers the mean log time of the composition."""
     return sum(max(0.0, math.log(t) - math.log(times[k])) for k, t in current.items()) / len(current)

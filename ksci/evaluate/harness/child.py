@@ -36,6 +36,7 @@ from ksci.evaluate.harness.timing import (
     TimingPolicy,
     idle_summary,
     precise,
+    raced_out,
     slower_idle,
     time_calls,
 )
@@ -216,9 +217,12 @@ class Session:
 
     def timed_batches(self, shape: dict, timer: CallTimer, batch: int) -> TimedCalls | None:
         """Batches of timed calls, each checked, until the times are precise enough (after min_reps and two batches
-        at least), the time budget is spent or max_reps is reached; None when a checked output is wrong."""
+        at least), the time budget is spent or max_reps is reached; None when a checked output is wrong. With the
+        go-ahead's `race` (ksci evolve --race: the run's best median per shape), also once the kernel is known to
+        lose the shape (raced_out): it is timed as rigorously per call, on fewer calls."""
         calls = TimedCalls()
         start = time.monotonic()
+        incumbent = self.request.get("race", {}).get(shape_key(shape))
         while len(calls.kernel_us) < self.policy.max_reps:
             cases = self.time_batch(shape, timer, batch, calls)
             calls.batches += 1
@@ -226,11 +230,12 @@ class Session:
                 return None
             del cases
             samples = calls.kernel_us
-            if (
-                len(samples) >= self.policy.min_reps
-                and len(samples) >= 2 * batch
-                and (precise(samples, self.policy.target_precision) or time.monotonic() - start > self.policy.budget_s)
-            ):
+            if len(samples) < self.policy.min_reps or len(samples) < 2 * batch:
+                continue
+            if raced_out(samples, incumbent):
+                calls.raced_against_us = incumbent
+                break
+            if precise(samples, self.policy.target_precision) or time.monotonic() - start > self.policy.budget_s:
                 break
         return calls
 
@@ -359,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         return NO_GO_AHEAD
     os.environ.update(go.get("env", {}))  # read by the GPU runtime when it starts, in Session below
     request["library"] = go.get("library")  # the candidate's, copied into this scratch folder; None: baselines only
+    request["race"] = go.get("race") or {}  # shape key -> the run's best median (us) to race against
     limits = limit_resources(float(request.get("timeout_s", 900.0)))
     try:
         session = Session(request, reporter, problem, ref)

@@ -174,6 +174,7 @@ class TimedCalls:
     idle: list[CallSample] = field(default_factory=list)  # the idle calls made between the timed ones
     checked: int = 0
     batches: int = 0
+    raced_against_us: float | None = None  # the incumbent's median, when the calls stopped on raced_out
 
     def add(self, call: CallSample) -> None:
         self.kernel_us.append(call.kernel_us)
@@ -196,6 +197,7 @@ class TimedCalls:
             "sync_us": statistics.median(self.sync_us),
             "sync_idle_us": idle.sync_us,
             "samples_us": [round(x, 3) for x in self.kernel_us[:SAMPLES_KEPT]],
+            **({"raced_against_us": self.raced_against_us} if self.raced_against_us is not None else {}),
         }
 
 
@@ -240,6 +242,21 @@ def low_quantile(values: list[float]) -> float:
     """
     ordered = sorted(values)
     return ordered[len(ordered) // 10] if ordered else 0.0
+
+
+def raced_out(samples: list[float], incumbent_us: float | None, margin: float = 0.03) -> bool:
+    """Whether the calls so far show, at 95%, a median more than `margin` above `incumbent_us` (the best median any
+    kernel of the run has had on this shape): this kernel cannot win the shape, and more calls would only pin down
+    by how much it loses. None: no incumbent, never raced out.
+
+    The interval is the one `precise` stops on (McGill, Tukey & Larsen's notch). The margin covers what separates two
+    harness processes timing the same kernel on the same GPU (about 1%, docs/results.md's repeatability runs).
+    """
+    if incumbent_us is None or incumbent_us <= 0 or not samples:
+        return False
+    stats = summarise(samples)
+    half_width = 1.57 * stats["iqr_us"] / math.sqrt(len(samples))
+    return stats["median_us"] - half_width > incumbent_us * (1.0 + margin)
 
 
 def precise(samples: list[float], target: float) -> bool:
