@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager, nullcontext
 
 from ksci.backends import Backend
 from ksci.backends.real import RealBackend
+from ksci.evaluate.neighbours import gpu_neighbours, with_neighbours
 from ksci.evaluate.options import EvaluationOptions
 from ksci.evaluate.results import CompileResult, Status, Verdict
 from ksci.evaluate.stages import (
@@ -71,6 +72,9 @@ def run_compiled(
     take_gpu = take_gpu or (lambda on_turn: nullcontext(options.device))
     with backend.runner(problem, prepared.source, compiled, options, spares) as run, take_gpu(run.start) as device:
         verdict = run.run(device)
+        if verdict.status == Status.SUSPICIOUS:  # still holding the GPU: whoever else is on it shared it
+            uuid = verdict.fingerprint.get("gpu_uuid")
+            verdict.message = with_neighbours(verdict.message, gpu_neighbours(uuid, options.target))
     verdict.message = verdict.message or prepared.note
     return verdict
 
