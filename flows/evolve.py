@@ -37,6 +37,7 @@ from ksci.console.events import observer
 from ksci.devices import GPU_PRIORITY
 from ksci.evaluate.harness_process import SPARES
 from ksci.evaluate.isolate import stop_children
+from ksci.lineage.identity import refusal_to_run
 from ksci.lineage.store import LineageStore
 from ksci.llm.config import LlmConfig
 from ksci.proposers.choice import llm_for, proposer_for
@@ -217,6 +218,8 @@ def run_evolution(spec: RunSpec, llm: LlmConfig | None = None) -> list[dict]:
     """The evolve flow's body: the generations, one after the other (here or on the pool's workers) or side by
     side; a summary of each as it ends. An LLM run stops cleanly before a generation once its budget is spent, any
     run once its limits are reached (ksci.run)."""
+    if _is_a_deployment_run() and (refusal := refusal_to_run(spec.store_root, spec.run, spec.identity())):
+        raise ValueError(refusal)  # what `ksci evolve` refuses before Prefect starts, for a deployment's run
     llm = llm_for(spec, llm)
     proposer = proposer_for(spec, llm)
     if spec.generation_deployment is not None and spec.overlap:

@@ -204,3 +204,53 @@ def test_a_run_that_recorded_nothing_takes_the_new_identity(tmp_path):
     assert claim_run(store, "fresh", _identity()) is None  # written, no candidates yet (Prefect never started)
     assert claim_run(store, "fresh", _identity("rmsnorm")) is None
     assert read_identity(store, "fresh").problem == "rmsnorm"
+
+
+def test_a_deployments_run_is_refused_as_the_command_line_refuses_it(tmp_path):
+    """flows/evolve.py asks refusal_to_run first when a deployment started it (no command line checked it)."""
+    from ksci.lineage.identity import refusal_to_run
+
+    assert "memory://" in refusal_to_run("memory://x", "r", _identity())
+    store = LineageStore(tmp_path)
+    store.append(_rows("mix"))
+    assert refusal_to_run(str(tmp_path), "mix", _identity()) is None  # recorded: the identity written
+    assert "problem rmsnorm (the run has fp8_gemm)" in refusal_to_run(str(tmp_path), "mix", _identity("rmsnorm"))
+
+
+def test_a_recordings_environment_faults_are_not_the_runs_identity(tmp_path):
+    """A generation retried once its GPU is back (tests/test_generation_retry.py removes the recording's fault) is
+    the same run; other recorded results are another run."""
+    recording = tmp_path / "recording.json"
+    point = {"template": "mma", "params": {}, "status": "ok", "shape_times": {"a": 1.0}}
+
+    def identity(entries):
+        recording.write_text(json.dumps(entries))
+        return identity_of(load_problem("fp8_gemm"), "cuda", None, "tuning", "elitist", str(recording))
+
+    faulted = identity([{"template": "mma", "params": {}, "status": "environment_error"}, point])
+    assert faulted == identity([point])
+    assert identity([]) == identity([{"template": "mma", "params": {}, "status": "environment_error"}])
+    assert identity([point]) != identity([{**point, "shape_times": {"a": 2.0}}])
+
+
+@pytest.mark.parametrize("deployed", [True, False])
+def test_the_evolve_flow_refuses_a_deployments_run_of_another_problem_before_any_generation(
+    tmp_path, monkeypatch, deployed
+):
+    """flows/evolve.py's run_evolution, when a deployment started the flow run (no command line checked it): a run
+    recorded for fp8_gemm, continued as rmsnorm, is refused with the command line's line before anything runs. When
+    the command line started it, the command line has checked it already (ksci/cli.py), so the flow goes on."""
+    from flows import evolve as flow
+
+    store = LineageStore(tmp_path)
+    store.append(_rows("mix"))
+    assert claim_run(store, "mix", _identity()) is None
+    monkeypatch.setattr(flow, "_is_a_deployment_run", lambda: deployed)
+    monkeypatch.setattr(flow, "llm_for", lambda spec, llm: (_ for _ in ()).throw(RuntimeError("went on")))
+    spec = RunSpec(problem="rmsnorm", run="mix", store_root=str(tmp_path), simulate="")
+    with pytest.raises((ValueError, RuntimeError)) as raised:
+        flow.run_evolution(spec)
+    if deployed:
+        assert type(raised.value) is ValueError and "problem rmsnorm (the run has fp8_gemm)" in str(raised.value)
+    else:
+        assert str(raised.value) == "went on"

@@ -7,8 +7,9 @@ changed between two invocations is the quiet form of the same mistake: old rows 
 with today's defaults, so an old kernel's times are credited to a new point. So `--run` with another identity is
 refused, naming the difference. A run without the file (a store older than it) is accepted, and gets one.
 
-Not part of the identity: generations, children, limits, budgets, GPUs, overlap and the seed. Continuing a run
-with more generations or another seed adds comparable candidates; those settings say how far and how fast it goes.
+Not part of the identity: generations, children, limits, budgets, GPUs, overlap, racing and the seed, nor a
+simulator recording's environment faults. Continuing a run with more generations or another seed adds comparable
+candidates; those settings say how far and how fast it goes.
 """
 
 from __future__ import annotations
@@ -114,8 +115,23 @@ def _timings(simulate: str | None) -> str:
     if not simulate:
         return "simulated (made-up)"
     path = Path(simulate)
-    text = path.read_bytes() if path.is_file() else b""
+    text = _recorded_results(path.read_bytes() if path.is_file() else b"")
     return f"simulated (recording {path.name} sha256 {hashlib.sha256(text).hexdigest()[:16]})"
+
+
+def _recorded_results(text: bytes) -> bytes:
+    """A recording's entries without its environment faults (`environment_error`: a GPU that went away), as the
+    identity hashes them: like the GPUs a run uses, the environment is not what the run is, and a generation retried
+    once its GPU is back (the recording's fault removed) is the same run. Anything that does not read as a list of
+    entries is hashed as it is."""
+    try:
+        entries = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(entries, list):
+        return text
+    kept = [e for e in entries if not (isinstance(e, dict) and e.get("status") == "environment_error")]
+    return json.dumps(kept, sort_keys=True).encode()
 
 
 def read_identity(store: LineageStore, run: str) -> RunIdentity | None:
@@ -150,3 +166,12 @@ def claim_run(store: LineageStore, run: str, identity: RunIdentity) -> str | Non
         )
     write_identity(store, run, identity)
     return None
+
+
+def refusal_to_run(store_root: str, run: str, identity: RunIdentity) -> str | None:
+    """Why a run cannot start or continue, in one line (None if it can): the store cannot hold a lineage, or the run
+    is one of another problem or settings (claim_run, which records the identity otherwise). `ksci evolve` asks this
+    before Prefect starts (ksci/cli.py); a deployment's flow run, which no command line checked, asks it first."""
+    from ksci.lineage.storage import check_store_root
+
+    return check_store_root(store_root, write=True) or claim_run(LineageStore(store_root), run, identity)
