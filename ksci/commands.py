@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
+from ksci.console.listing import aligned, problem_cells, problem_entry
 from ksci.evaluate.compile import compile_source, name_source, with_source_name
 from ksci.evaluate.hipify import LEFT_CUDA_ONLY, REFUSED, find_hipify, hipify_source, looks_like_cuda
 from ksci.evaluate.options import DEFAULT_CACHE_DIR, EvaluationOptions
@@ -25,7 +25,6 @@ from ksci.problem.render import render_kernel
 from ksci.problem.spec import (
     DIALECT_OF_TARGET,
     TARGETS,
-    ProblemError,
     has_entry_point,
     list_problems,
     load_problem,
@@ -145,66 +144,13 @@ def cmd_problems(args) -> int:
     """Every problem on the search path, one aligned line each; one whose problem.yaml does not load is listed as
     broken with its one-line reason while the others still list, and the exit code is then 1 (0 when all load), so
     that a script or CI notices."""
-    entries = [_problem_entry(name) for name in list_problems()]
+    entries = [problem_entry(name) for name in list_problems()]
     if args.json:
         print(json.dumps(entries, indent=1))
     else:
-        for line in _aligned([_problem_cells(e) for e in entries]):
+        for line in aligned([problem_cells(e) for e in entries]):
             print(line)
     return EXIT_FAILED if any("broken" in e for e in entries) else EXIT_OK
-
-
-def _problem_entry(name: str) -> dict:
-    """A problem's listing as JSON: its counts, whole description, templates and each benchmark's flops (null
-    where unknown); or its name and why it is broken."""
-    try:
-        p = load_problem(name)
-    except ProblemError as exc:
-        return {"name": name, "broken": str(exc)}
-    return {
-        "name": p.name,
-        "entry_point": p.entry_signature,
-        "tests": len(p.tests),
-        "benchmarks": len(p.benchmarks),
-        "flops": p.benchmark_flops(),
-        "description": p.description.strip(),
-        "templates": {d: [t.name for t in p.templates_for(d)] for d in ("cuda", "hip")},
-    }
-
-
-def _problem_cells(entry: dict) -> list[str]:
-    """name, tests, benchmarks, flops, then the description's first sentence whole (lines joined, not cut)."""
-    if "broken" in entry:
-        return [entry["name"], f"broken: {entry['broken']}"]
-    known = [f for f in entry["flops"] if f]
-    flops = f"up to {_si(max(known))}FLOP" if known else "flops unknown"
-    text = " ".join(entry["description"].split())
-    sentence = re.match(r"(.+?[.!?])(\s|$)", text)
-    return [entry["name"], _count(entry["tests"], "test"), _count(entry["benchmarks"], "benchmark"), flops,
-            sentence.group(1) if sentence else text]  # fmt: skip
-
-
-def _aligned(rows: list[list[str]]) -> list[str]:
-    """Columns padded to their widest cell (the numbers of "11 tests" / "1 test" right-aligned), the last cell of
-    each row as long as it is."""
-    columns = max(len(row) for row in rows) - 1 if rows else 0
-    numbers = [max((len(r[i].split()[0]) for r in rows if len(r) > i + 1 and r[i][:1].isdigit()), default=0)
-               for i in range(columns)]  # fmt: skip
-    rows = [[c.rjust(len(c) + numbers[i] - len(c.split()[0])) if c[:1].isdigit() else c for i, c in enumerate(r[:-1])]
-            + r[-1:] for r in rows]  # fmt: skip
-    widths = [max((len(r[i]) for r in rows if len(r) > i + 1), default=0) for i in range(columns)]
-    return ["  ".join([*(c.ljust(w) for c, w in zip(r[:-1], widths, strict=False)), r[-1]]) for r in rows]
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def _si(value: float) -> str:
-    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if value >= scale:
-            return f"{value / scale:.3g} {prefix}"
-    return f"{value:.3g} "
 
 
 def cmd_evaluate(args) -> int:
