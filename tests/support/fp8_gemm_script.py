@@ -15,6 +15,8 @@ Generation 0 is the seed templates, as in every run.
 from __future__ import annotations
 
 from ksci.lineage.store import candidate_id_of
+from ksci.llm import writer
+from ksci.llm.designer import Plan
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import load_problem
 
@@ -52,6 +54,15 @@ def _design(plans: list[dict]) -> dict:
 
 def _code(source: str) -> str:
     return f"Here is the kernel.\n\n```cuda\n{source}```\n"
+
+
+def _written_id(source: str, plan: dict, parent_id: str, reference_id: str) -> str:
+    """The candidate id generation 1's writer answer `_code(source)` for `plan` is recorded under: the id of the code
+    in the writer's harness template with its provenance lines (ksci.llm.writer.render_written), first attempt."""
+    problem = load_problem("fp8_gemm")
+    kernel, why = writer.parse_answer(_code(source), {"entry_name": problem.entry_name, "base_source": None})
+    assert kernel is not None, why
+    return candidate_id_of(writer.render_written(kernel, "cuda", DEMO_MODEL, Plan(**plan), parent_id, reference_id, 1))
 
 
 GEN1 = [
@@ -96,7 +107,7 @@ def demo_script(timeout_s: float = DEMO_TIMEOUT_S) -> dict:
         },
         {
             "json": {
-                "base_id": candidate_id_of(tuned),
+                "base_id": _written_id(tuned, GEN1[1], candidate_id_of(seed_mma), candidate_id_of(seed_naive)),
                 "reference_id": candidate_id_of(seed_mma),
                 "reason": "scripted: continue from the 64-row tiles of generation 1",
             }
