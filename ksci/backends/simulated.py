@@ -284,6 +284,18 @@ def _number(value) -> float | None:
     return None if value is None or value != value else float(value)  # NaN is missing
 
 
+def is_simulated(row) -> bool:
+    """Whether one lineage row (a dict or a pandas row) came from this simulator: it names itself as the GPU of its
+    verdicts and as the toolchain of its compiles, so rows of failed compiles are recognised too."""
+    if row.get("gpu") == SIMULATED_GPU:
+        return True
+    try:
+        fingerprint = json.loads(row.get("fingerprint_json") or "{}")
+    except (TypeError, ValueError):
+        return False
+    return fingerprint.get("gpu") == SIMULATED_GPU or fingerprint.get("toolchain") == SIMULATOR_TOOLCHAIN
+
+
 def main(argv: list[str] | None = None) -> None:
     """python -m ksci.backends.simulated --store DIR --run RUN -o recording.json"""
     import argparse
@@ -302,15 +314,3 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
-
-
-def is_simulated(row) -> bool:
-    """Whether one lineage row (a dict or a pandas row) came from this simulator: it names itself as the GPU of its
-    verdicts and as the toolchain of its compiles, so rows of failed compiles are recognised too."""
-    if row.get("gpu") == SIMULATED_GPU:
-        return True
-    try:
-        fingerprint = json.loads(row.get("fingerprint_json") or "{}")
-    except (TypeError, ValueError):
-        return False
-    return fingerprint.get("gpu") == SIMULATED_GPU or fingerprint.get("toolchain") == SIMULATOR_TOOLCHAIN

@@ -45,7 +45,7 @@ class ShapeEvidence:
         timed = rows[(rows["status"] == str(Status.OK)) & rows["geomean_us"].notna()]
         self.points: list[tuple[pd.Series, dict, dict[str, float]]] = []
         for _, row in timed.sort_values(["geomean_us", "candidate_id"], kind="stable").iterrows():
-            times = json.loads(row["shape_times_json"]) if isinstance(row["shape_times_json"], str) else {}
+            times = shape_times(row["shape_times_json"])
             params = params_of(row, templates)
             if params is not None and self.keys and all(times.get(k, 0) > 0 for k in self.keys):
                 self.points.append((row, params, times))
@@ -107,11 +107,15 @@ def best_shape_times(population: pd.DataFrame) -> tuple[tuple[str, float], ...]:
     best: dict[str, float] = {}
     ok = population[population["status"] == str(Status.OK)]
     for text in ok["shape_times_json"]:
-        times = json.loads(text) if isinstance(text, str) and text else {}
-        for key, us in times.items():
+        for key, us in shape_times(text).items():
             if isinstance(us, (int, float)) and us > 0 and us < best.get(key, math.inf):
                 best[key] = float(us)
     return tuple(sorted(best.items()))
+
+
+def shape_times(text) -> dict[str, float]:
+    """A row's shape_times_json as a dict (shape key -> median us); {} where the row has none."""
+    return json.loads(text) if isinstance(text, str) and text else {}
 
 
 def _gain(current: dict[str, float], times: dict[str, float]) -> float:
