@@ -123,3 +123,15 @@ def test_the_idle_host_is_measured_before_a_shape_and_among_its_calls():
     summary = idle_summary(among)
     assert summary.gap_us == pytest.approx(203.0)  # sorted gaps: 201, 202, 203, ...; the tenth percentile is the 3rd
     assert slower_idle(calm, summary).gap_us == summary.gap_us
+
+
+def test_the_flush_overwrites_four_times_the_last_level_cache():
+    """On NVIDIA four times the L2 torch reports (an H100's 50 MiB: 200 MiB); on ROCm, whose Infinity Cache torch
+    does not report, never less than 512 MiB (twice MI300X's 256 MB); an unreported L2 gets that floor too."""
+    from ksci.evaluate.harness.timing import ROCM_FLUSH_FLOOR, flush_bytes
+
+    h100_l2, mi300x_l2 = 50 * 2**20, 4 * 2**20
+    assert flush_bytes(h100_l2, rocm=False) == 200 * 2**20
+    assert flush_bytes(mi300x_l2, rocm=True) == ROCM_FLUSH_FLOOR == 512 * 2**20
+    assert flush_bytes(0, rocm=False) == ROCM_FLUSH_FLOOR
+    assert flush_bytes(256 * 2**20, rocm=True) == 1024 * 2**20  # a larger cache than the floor: four times it

@@ -33,15 +33,11 @@ class TimingPolicy:
 
 
 class L2Flusher:
-    """Overwrites a buffer much larger than the caches, so every repetition starts cold.
-
-    At least 512 MiB: twice MI300X's 256 MB Infinity Cache (which torch does not report), and well over four
-    times the L2 of current NVIDIA parts.
-    """
+    """Overwrites a buffer much larger than the caches, so every repetition starts cold (flush_bytes)."""
 
     def __init__(self, device: torch.device):
-        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 64 * 2**20
-        self.buffer = torch.empty(max(4 * l2, 512 * 2**20), dtype=torch.uint8, device=device)
+        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)
+        self.buffer = torch.empty(flush_bytes(l2, torch.version.hip is not None), dtype=torch.uint8, device=device)
 
     def __call__(self) -> None:
         self.buffer.zero_()
@@ -50,6 +46,23 @@ class L2Flusher:
         """One launch of a kernel that does almost nothing (four bytes zeroed): an idle call's stand-in for the
         candidate's launch, so that the host's cost of a launch is measured in the idle calls too."""
         self.buffer[:4].zero_()
+
+
+ROCM_FLUSH_FLOOR = 512 * 2**20  # twice MI300X's 256 MB Infinity Cache, which torch does not report
+
+
+def flush_bytes(l2_bytes: int, rocm: bool) -> int:
+    """How much the flush overwrites: four times the last-level cache, so that nothing a call left there survives.
+
+    On NVIDIA that is four times the L2 torch reports (H100 and H200: 50 MiB, so 200 MiB). On ROCm the last level
+    is MI300X's Infinity Cache, which torch does not report: at least ROCM_FLUSH_FLOOR. An L2 that is not reported
+    gets the floor too. Each timed call and each idle call flushes, so the size is paid thousands of times per
+    candidate (issue 28: on an H100 the flushes of 512 MiB took about four times the device time of the
+    candidate's own timed calls in a benchmark run).
+    """
+    if rocm or l2_bytes <= 0:
+        return max(4 * l2_bytes, ROCM_FLUSH_FLOOR)
+    return 4 * l2_bytes
 
 
 def time_calls(
