@@ -38,7 +38,7 @@ from ksci.devices import GPU_PRIORITY
 from ksci.evaluate.harness_process import SPARES
 from ksci.evaluate.isolate import stop_children
 from ksci.lineage.identity import refusal_to_run
-from ksci.lineage.store import LineageStore
+from ksci.lineage.store import CandidateMeta, LineageStore
 from ksci.llm.config import LlmConfig
 from ksci.proposers.choice import llm_for, proposer_for
 from ksci.proposers.overlap import horizon, open_board, post
@@ -46,7 +46,7 @@ from ksci.proposers.per_shape import best_shape_times
 from ksci.proposers.protocol import GenerationContext, Proposer, Steps
 from ksci.run import DEFAULT_STORE, RunSpec, candidates_before, progress_line
 from tasks.compose import compose
-from tasks.evaluation import CandidateChain, start_spare_harnesses, submit_candidate
+from tasks.evaluation import CandidateChain, measure_baselines, start_spare_harnesses, submit_candidate
 from tasks.llm import ask
 from tasks.profile import profile_best, profile_step
 from tasks.stages import hypothesize, read_population, render, select
@@ -89,7 +89,8 @@ def _generation(spec: RunSpec, generation: int, proposer: Proposer) -> dict:
     logger = get_run_logger()
     population = read_population(spec.store_root, spec.run, horizon(generation, spec.overlap))
     GPU_PRIORITY.set(generation)  # with overlapping generations, the older ones' candidates take a free GPU first
-    context, steps = GenerationContext(spec, generation, population), _steps(spec, logger, population)
+    context = GenerationContext(spec, generation, population)
+    steps = _steps(spec, generation, logger, population)
     proposed = proposer.propose(context, steps)
     if proposed.failure is not None:
         raise RuntimeError(proposed.failure.message)  # fails the generation, to be rerun
@@ -105,13 +106,20 @@ def _generation(spec: RunSpec, generation: int, proposer: Proposer) -> dict:
     return {**summary, "rows": rows}
 
 
-def _steps(spec: RunSpec, logger, population: pd.DataFrame) -> Steps:
-    """The Prefect tasks a proposer calls: what it proposes is evaluated and recorded through them. With --race,
-    each candidate's benchmark races against the best median per shape of the population it was proposed from."""
+def _steps(spec: RunSpec, generation: int, logger, population: pd.DataFrame) -> Steps:
+    """The Prefect tasks a proposer calls: what it proposes is evaluated and recorded through them. The reference
+    and the vendor library are timed once for the generation, and every benchmark of it takes their times. With
+    --race, each candidate's benchmark races against the best median per shape of the population it was proposed
+    from."""
     setup = spec.evaluation()
     race = best_shape_times(population) if spec.race else ()
+    baselines = measure_baselines.submit(setup, spec.run, generation)
+
+    def submit(source, meta: CandidateMeta) -> CandidateChain:
+        return _reported(submit_candidate(setup, source, meta, race=race, baselines=baselines), meta.generation)
+
     return Steps(
-        submit=lambda source, meta: _reported(submit_candidate(setup, source, meta, race=race), meta.generation),
+        submit=submit,
         wait=lambda chains: wait([chain.recorded for chain in chains]),
         verdict=_verdict,
         select=select,

@@ -1,6 +1,8 @@
 """The evaluation's Prefect tasks, one per stage, each a call into the stage ordering (ksci/evaluate/pipeline.py),
 and `submit_candidate`, the one function that submits a candidate's whole chain: hipify, compile, verify,
 benchmark, store its source, record its row. The evolve flow (tuning and LLM candidates) and rebench use it.
+The evolve flow times the baselines (the reference and the vendor library) once per generation
+(`measure_baselines`), and each benchmark takes them; rebench times them beside each champion.
 
 Every task takes the run's EvaluationSetup; the backend (real or simulated) is chosen from it by
 ksci.backends.backend_of, never by a branch here.
@@ -25,7 +27,13 @@ from prefect.tasks import exponential_backoff
 from ksci.backends import backend_of
 from ksci.devices import START_AHEAD, any_free_gpu
 from ksci.evaluate.options import EnvironmentProblem, compile_options, run_options
-from ksci.evaluate.pipeline import compile_prepared, run_compiled, timed_after_verified
+from ksci.evaluate.pipeline import (
+    compile_prepared,
+    run_baselines,
+    run_compiled,
+    timed_after_verified,
+    with_baselines,
+)
 from ksci.evaluate.results import CompileResult, Status, Verdict
 from ksci.evaluate.setup import EvaluationSetup
 from ksci.evaluate.stages import PreparedSource, prepare
@@ -69,12 +77,26 @@ def benchmark_kernel(
     compiled: CompileResult,
     verified: Verdict,
     race: tuple[tuple[str, float], ...] = (),
+    baselines: Verdict | None = None,
 ) -> Verdict:
     """`race`: the run's best median per shape (ksci evolve --race), an input like the others: the verdict depends
-    on it (how many calls a losing shape gets)."""
+    on it (how many calls a losing shape gets). `baselines`: the generation's reference and vendor times
+    (measure_baselines); the candidate's harness then times the candidate alone and its verdict takes them
+    (with_baselines). Without them, they are timed beside it in its own harness run (rebench)."""
     if verified.status != Status.OK:
         return verified
-    return timed_after_verified(verified, _run(setup, source, compiled, ("benchmark",), race))
+    timed = _run(setup, source, compiled, ("benchmark",), race, time_baselines=baselines is None)
+    return timed_after_verified(verified, timed if baselines is None else with_baselines(timed, baselines))
+
+
+@task(name="baselines", **GPU_TASK)
+def measure_baselines(setup: EvaluationSetup, run: str, generation: int) -> Verdict:
+    """The reference and the vendor library timed alone on every benchmark shape, once per generation (`run` and
+    `generation` key its cache: a rerun of the generation reuses them, and its candidates' benchmarks with them),
+    on the GPU lock like a candidate. Timing them beside every candidate cost about 0.6-2 s of each candidate's GPU
+    time on an H100 (issue 28); the comparison with the vendor stays within the generation, on the same host."""
+    problem, options = load_problem(setup.problem), run_options(setup, ("benchmark",), time_baselines=False)
+    return run_baselines(backend_of(setup), problem, options, _take_gpu(setup), _spares(setup))
 
 
 def _run(
@@ -83,19 +105,26 @@ def _run(
     compiled: CompileResult,
     phases: tuple[str, ...],
     race: tuple[tuple[str, float], ...] = (),
+    time_baselines: bool = True,
 ) -> Verdict:
     """The GPU is not an input (so not part of the cache key): the candidate takes whichever is free, one candidate
     at a time per GPU across every flow, worker and process of this host (ksci.devices). It takes its harness
     process when it is near the front of the queue (START_AHEAD), while the GPUs are still busy: a spare one,
     started earlier for any candidate, whose Python and torch have loaded by then. It gets its GPU and the library
     once the GPU is taken: only the GPU context's start is left inside the GPU's busy time."""
+    problem, options = load_problem(setup.problem), run_options(setup, phases, race, time_baselines)
+    return run_compiled(backend_of(setup), problem, source, compiled, options, _take_gpu(setup), _spares(setup))
+
+
+def _take_gpu(setup: EvaluationSetup):
+    """Block on whichever of the run's GPUs is free first (ksci.devices.any_free_gpu), `on_turn` called once the
+    step is near the front of the queue."""
     gpus = list(setup.gpus)
 
     def take_gpu(on_turn):
         return any_free_gpu(gpus, on_turn=on_turn)
 
-    problem, options = load_problem(setup.problem), run_options(setup, phases, race)
-    return run_compiled(backend_of(setup), problem, source, compiled, options, take_gpu, _spares(setup))
+    return take_gpu
 
 
 def _spares(setup: EvaluationSetup) -> int:
@@ -108,8 +137,8 @@ def start_spare_harnesses(setup: EvaluationSetup) -> None:
     """Start the spare harness processes of verify and benchmark now (a run's start), so that the first candidates
     find them ready instead of each starting its own inside its GPU window (the simulator starts none)."""
     problem, backend = load_problem(setup.problem), backend_of(setup)
-    for phases in (("verify",), ("benchmark",)):
-        backend.start_spares(problem, run_options(setup, phases), _spares(setup))
+    for options in (run_options(setup, ("verify",)), run_options(setup, ("benchmark",), time_baselines=False)):
+        backend.start_spares(problem, options, _spares(setup))
 
 
 @task(name="store-source", cache_policy=CACHED)
@@ -153,20 +182,22 @@ def submit_candidate(
     source_path: str | None = None,
     retime: bool = False,
     race: tuple[tuple[str, float], ...] = (),
+    baselines: PrefectFuture | None = None,
 ) -> CandidateChain:
     """Submit a candidate's whole chain: hipify, compile, verify, benchmark, store its source, record its row.
 
     `source`: the text, or the future of the task that renders it. `source_path`: where the store already holds
     it (rebench: the row keeps its source's path), else it is stored. `retime`: verify and benchmark again, not
     from the cache (rebench). `race`: the run's best median per shape, to stop timing shapes the candidate loses
-    (ksci evolve --race)."""
+    (ksci evolve --race). `baselines`: the future of the generation's measure_baselines, whose times the
+    benchmark takes; None: the benchmark times them beside the candidate."""
     verify, benchmark = verify_kernel, benchmark_kernel
     if retime:
         verify, benchmark = verify.with_options(refresh_cache=True), benchmark.with_options(refresh_cache=True)
     prepared = hipify.submit(setup, source)
     compiled = compile_kernel.submit(setup, prepared)
     verified = verify.submit(setup, prepared, compiled)
-    benched = benchmark.submit(setup, prepared, compiled, verified, race)
+    benched = benchmark.submit(setup, prepared, compiled, verified, race, baselines)
     if source_path is None:
         suffix = SUFFIX_OF_DIALECT[DIALECT_OF_TARGET[setup.target]]
         source_path = store_source.submit(setup.store_root, prepared, suffix)

@@ -47,6 +47,11 @@ class Backend(Protocol):
     ) -> KernelRun:
         """A run of `options.phases` of a compiled kernel; `spares`: harness processes to keep starting ahead."""
 
+    def baseline_runner(self, problem: Problem, options: EvaluationOptions, spares: int = 0) -> KernelRun:
+        """A run that times the baselines alone (the reference and the vendor library), no candidate: its verdict's
+        timings have no kernel time. A run's benchmark steps take them from it (ksci.evaluate.pipeline.
+        with_baselines) instead of timing them beside every candidate."""
+
     def start_spares(self, problem: Problem, options: EvaluationOptions, count: int) -> None:
         """Have `count` runs of these options ready before the first candidate asks (a run's start)."""
 

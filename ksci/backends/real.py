@@ -16,7 +16,7 @@ from dataclasses import replace
 from ksci.evaluate.harness_process import SPARES, Harness, harness_request
 from ksci.evaluate.options import EvaluationOptions
 from ksci.evaluate.results import CompileResult, Verdict
-from ksci.evaluate.stages import compile_candidate, run_phases
+from ksci.evaluate.stages import compile_candidate, measure_baselines, run_phases
 from ksci.evaluate.toolchain import ToolchainMissing, default_arch, find_toolchain
 from ksci.evaluate.visibility import gpu_visible
 from ksci.problem.spec import Problem
@@ -41,23 +41,34 @@ class RealBackend:
     ) -> HarnessRun:
         return HarnessRun(problem, compiled, options, spares)
 
+    def baseline_runner(self, problem: Problem, options: EvaluationOptions, spares: int = 0) -> HarnessRun:
+        return HarnessRun(problem, None, options, spares)
+
     def start_spares(self, problem: Problem, options: EvaluationOptions, count: int) -> None:
         if gpu_visible(self.target):  # without a GPU the GPU tasks will say so
             SPARES.fill(harness_request(problem, options), count)
 
 
 class HarnessRun:
-    """A run of a compiled kernel in its harness child (ksci.evaluate.harness_process.Harness)."""
+    """A run of a compiled kernel in its harness child (ksci.evaluate.harness_process.Harness); without one
+    (`compiled` None), of the baselines alone (the reference and the vendor library, ksci.evaluate.stages.
+    measure_baselines). A child started with any request of the problem times the baselines when it is given no
+    library, so the baselines take a spare started for the benchmark."""
 
-    def __init__(self, problem: Problem, compiled: CompileResult, options: EvaluationOptions, spares: int) -> None:
+    def __init__(
+        self, problem: Problem, compiled: CompileResult | None, options: EvaluationOptions, spares: int
+    ) -> None:
         self.problem, self.compiled, self.options = problem, compiled, options
-        self.harness = Harness(problem, compiled.library, options, spares=spares)
+        self.harness = Harness(problem, compiled.library if compiled else None, options, spares=spares)
 
     def start(self) -> None:
         self.harness.start()
 
     def run(self, device: str | None) -> Verdict:
-        return run_phases(self.problem, self.compiled, replace(self.options, device=device), self.harness)
+        options = replace(self.options, device=device)
+        if self.compiled is None:
+            return measure_baselines(self.problem, options, self.harness)
+        return run_phases(self.problem, self.compiled, options, self.harness)
 
     def __enter__(self) -> HarnessRun:
         return self

@@ -220,8 +220,32 @@ class SimulatedBackend:
     ) -> SimulatedRun:
         return SimulatedRun(Simulator(self.recording), problem, source, compiled, options.phases)
 
+    def baseline_runner(self, problem: Problem, options: EvaluationOptions, spares: int = 0) -> SimulatedBaselines:
+        return SimulatedBaselines(problem, options.target)
+
     def start_spares(self, problem: Problem, options: EvaluationOptions, count: int) -> None:
         """The simulator starts no process."""
+
+
+class SimulatedBaselines:
+    """The simulator's baseline run: no shape timed. Its candidates' verdicts carry the baselines their recording
+    (or the made-up numbers) gives, which a merge leaves as they are (ksci.evaluate.pipeline.with_baselines)."""
+
+    def __init__(self, problem: Problem, target: str) -> None:
+        self.problem, self.target = problem, target
+
+    def start(self) -> None:
+        """Nothing to start ahead."""
+
+    def run(self, device: str | None) -> Verdict:
+        fingerprint = {"gpu": SIMULATED_GPU, "gpu_window": {"phases": ["baselines"], "device": device}}
+        return Verdict(Status.OK, self.problem.name, self.target, "simulated: no baselines", fingerprint=fingerprint)
+
+    def __enter__(self) -> SimulatedBaselines:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
 
 
 class SimulatedRun:

@@ -47,7 +47,12 @@ def compile_options(setup: EvaluationSetup) -> EvaluationOptions:
 
 
 def run_options(
-    setup: EvaluationSetup, phases: tuple[str, ...], race: tuple[tuple[str, float], ...] = ()
+    setup: EvaluationSetup,
+    phases: tuple[str, ...],
+    race: tuple[tuple[str, float], ...] = (),
+    time_baselines: bool = True,
 ) -> EvaluationOptions:
-    """The options of a run's GPU step (verify or benchmark): the arch is the compiled library's, so not here."""
-    return EvaluationOptions(target=setup.target, phases=phases, race=race)
+    """The options of a run's GPU step (verify, benchmark, or the baselines alone): the arch is the compiled
+    library's, so not here. `time_baselines` False: a benchmark that leaves the reference and the vendor library to
+    the run's baseline step (tasks/evaluation.py)."""
+    return EvaluationOptions(target=setup.target, phases=phases, race=race, time_baselines=time_baselines)

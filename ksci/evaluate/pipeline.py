@@ -17,7 +17,7 @@ from ksci.backends import Backend
 from ksci.backends.real import RealBackend
 from ksci.evaluate.neighbours import gpu_neighbours, with_neighbours
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.results import CompileResult, Status, Verdict
+from ksci.evaluate.results import CompileResult, Status, Verdict, geomean
 from ksci.evaluate.stages import (
     PreparedSource,
     failed_compile_verdict,
@@ -25,7 +25,7 @@ from ksci.evaluate.stages import (
     prepare,
     unprepared_compile,
 )
-from ksci.problem.spec import Problem
+from ksci.problem.spec import Problem, shape_key
 
 # Given a callback to call when the candidate is near the front of the queue, a block that holds a GPU and yields
 # its index (None: whichever this process may see). The flow's tasks take one from ksci.devices.any_free_gpu.
@@ -84,4 +84,35 @@ def timed_after_verified(verified: Verdict, timed: Verdict) -> Verdict:
     window too."""
     timed.checks = verified.checks + timed.checks
     timed.fingerprint["verify_gpu_window"] = verified.fingerprint.get("gpu_window")
+    return timed
+
+
+def run_baselines(
+    backend: Backend, problem: Problem, options: EvaluationOptions, take_gpu: TakeGpu, spares: int = 0
+) -> Verdict:
+    """Time the reference and the vendor library alone on a GPU `take_gpu` gives, their harness made ready when the
+    turn is near (as run_compiled's): a run's baselines, which its benchmark steps take (with_baselines)."""
+    with backend.baseline_runner(problem, options, spares) as run, take_gpu(run.start) as device:
+        return run.run(device)
+
+
+def with_baselines(timed: Verdict, baselines: Verdict) -> Verdict:
+    """A candidate's verdict timed without the baselines (an evolution times the reference and the vendor library
+    once per generation, run_baselines, not beside every candidate: issue 28), given them: each shape's reference
+    and vendor times where its own run has none, and their geomeans (None where a shape lacks one, as
+    classify.summarise_timings gives). A verdict that has its own keeps them; the fingerprint says where they were
+    timed (`baselines_gpu_window`)."""
+    measured = {shape_key(t.shape): t for t in baselines.timings}
+    if not timed.timings or not measured:
+        return timed
+    for timing in timed.timings:
+        base = measured.get(shape_key(timing.shape))
+        if base is not None:
+            timing.reference = timing.reference or base.reference
+            timing.vendor = timing.vendor or base.vendor
+    if timed.reference_geomean_us is None:
+        timed.reference_geomean_us = geomean([t.reference.median_us if t.reference else None for t in timed.timings])
+    if timed.vendor_geomean_us is None:
+        timed.vendor_geomean_us = geomean([t.vendor.median_us if t.vendor else None for t in timed.timings])
+    timed.fingerprint["baselines_gpu_window"] = baselines.fingerprint.get("gpu_window")
     return timed

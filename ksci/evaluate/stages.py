@@ -127,27 +127,36 @@ def run_phases(
     started = time.time()
     outcome = harness.run(options.device) if harness else run_harness(problem, compiled.library, options)
     # When and where the GPU was busy with this candidate: lets a run prove no two candidates shared a GPU.
-    verdict.fingerprint["gpu_window"] = {
-        "phases": list(options.phases),
+    verdict.fingerprint["gpu_window"] = _gpu_window(list(options.phases), started, options.device, outcome)
+    return classify(problem, outcome, verdict, expected_reports(problem, options))
+
+
+def _gpu_window(phases: list[str], started: float, device: str | None, outcome) -> dict:
+    """When and on which GPU a harness run held its GPU, and the seconds from the go-ahead to the harness's
+    "started" report (the CUDA/HIP context; Python and torch too when the child was not started ahead) and to
+    "loaded" (the candidate's library): the share of the window that is start-up, not the candidate's work."""
+    return {
+        "phases": phases,
         "start": started,
         "end": time.time(),
-        "device": options.device,
-        # Seconds from the go-ahead to the harness's "started" report (the CUDA/HIP context; Python and torch too
-        # when the child was not started ahead) and to "loaded" (the candidate's library): the share of the
-        # window that is start-up, not the candidate's work.
+        "device": device,
         **{
             f"{event}_s": round(outcome.first_s[event], 3)
             for event in ("started", "loaded")
             if event in outcome.first_s
         },
     }
-    return classify(problem, outcome, verdict, expected_reports(problem, options))
 
 
-def measure_baselines(problem: Problem, options: EvaluationOptions) -> Verdict:
-    """Time the reference and the vendor library alone (no candidate), in the same isolated harness."""
+def measure_baselines(problem: Problem, options: EvaluationOptions, harness: Harness | None = None) -> Verdict:
+    """Time the reference and the vendor library alone (no candidate), in the same isolated harness.
+
+    `harness`: a child already started with no library (Harness.start), to run on GPU options.device; without it,
+    one is started now."""
     verdict = Verdict(Status.OK, problem.name, options.target, fingerprint=host_fingerprint(None))
-    outcome = run_harness(problem, None, options)
+    began = time.time()
+    outcome = harness.run(options.device) if harness else run_harness(problem, None, options)
+    verdict.fingerprint["gpu_window"] = _gpu_window(["baselines"], began, options.device, outcome)
     started, result = outcome.last("started"), outcome.last("result")
     if started is None or result is None:
         raise EnvironmentProblem(f"the baseline run failed (exit {outcome.returncode}):\n{outcome.output[-2000:]}")
