@@ -1,0 +1,151 @@
+"""Candidates per hour of a tuning evolution on one GPU, and where each candidate's GPU time goes (issue 28).
+
+Runs `ksci evolve --proposer tuning` from scratch on GPU 0 (a fresh compile cache, Prefect home and store, so
+nothing is reused), from this checkout or from another one (`--tree`: an older commit's files, for a before/after
+on the same machine), then reads the run's lineage with this checkout's code and prints one row per run:
+
+- candidates, those that reached the GPU, the process's wall time and candidates per hour over it (Prefect's and
+  the harnesses' start included), and over the GPU span (the first GPU window's start to the last one's end);
+- per candidate, the medians of its GPU windows as the parent recorded them: verify, benchmark, and the harness
+  start-up inside each (go-ahead to the child's "started": the GPU context); the GPU seconds per candidate; the
+  baseline runs (once per generation since issue 28; before it, inside every benchmark);
+- the share of the GPU span the GPU was busy, and the best row's geomean and vendor ratio as the lineage has them
+  (the run's own measurements: benchmarks/evolution_result.py times the best again beside cuBLASLt).
+
+    python benchmarks/tuning_throughput.py --label after --candidates 40 --race --save after.json
+    python benchmarks/tuning_throughput.py --label before --tree ../before --candidates 40 --save before.json
+    python benchmarks/tuning_throughput.py --show before.json after.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ksci.lineage.store import LineageStore
+
+HERE = Path(__file__).resolve().parent.parent
+
+
+def evolve(args, work: Path) -> tuple[float, str, Path]:
+    tree = (args.tree or HERE).resolve()
+    store, run = work / "store", f"throughput-{args.label}"
+    env = dict(os.environ, KSCI_COMPILE_CACHE=str(work / "cache"), PREFECT_HOME=str(work / "prefect"))
+    env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])
+    command = [sys.executable, "-m", "ksci.cli", "evolve", "--problem", args.problem, "--target", "cuda"]
+    command += ["--proposer", "tuning", "--gpus", "0", "--generations", "1000", "--children", str(args.children)]
+    command += ["--max-candidates", str(args.candidates), "--run", run, "--store", str(store), "--no-profile"]
+    command += ["--quiet", "--overlap", str(args.overlap), *(["--race"] if args.race else [])]
+    command += ["--time-limit", str(args.minutes)] if args.minutes else []
+    command += ["--simulate"] if args.simulate else []
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
+    wall = time.monotonic() - started
+    if done.returncode != 0:
+        print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
+        raise SystemExit(f"{args.label}: ksci evolve exited {done.returncode}")
+    return wall, run, store
+
+
+def windows_of(rows) -> dict:
+    """Per kind (verify, benchmark, baselines): the GPU windows the parent recorded, each (start, end, start-up s).
+    A generation's baseline window is named by every row that took it, so it is counted once."""
+    kinds: dict[str, dict] = {"verify": {}, "benchmark": {}, "baselines": {}}
+    for fingerprint in rows["fingerprint_json"].map(json.loads):
+        for key, kind in (("verify_gpu_window", "verify"), ("gpu_window", "benchmark"), ("baselines_gpu_window", "baselines")):  # fmt: skip
+            w = fingerprint.get(key)
+            if w and "start" in w:
+                kinds[kind][(w["start"], w["end"])] = w.get("started_s")
+    return {kind: [(a, b, s) for (a, b), s in found.items()] for kind, found in kinds.items()}
+
+
+def summary(args, wall: float, rows) -> dict:
+    windows = windows_of(rows)
+    every = [w for ws in windows.values() for w in ws]
+    span = max(w[1] for w in every) - min(w[0] for w in every) if every else 0.0
+    busy = sum(w[1] - w[0] for w in every)
+    on_gpu = len(windows["verify"])
+    ok = rows[rows["status"] == "ok"].sort_values("geomean_us")
+    best = ok.iloc[0] if len(ok) else None
+    return {
+        "label": args.label,
+        "tree": str(args.tree or "this checkout"),
+        "race": args.race,
+        "overlap": args.overlap,
+        "children": args.children,
+        "candidates": len(rows),
+        "on_gpu": on_gpu,
+        "wall_s": wall,
+        "span_s": span,
+        "busy_s": busy,
+        "medians_s": {kind: statistics.median(w[1] - w[0] for w in ws) if ws else None for kind, ws in windows.items()},
+        "startup_s": {
+            kind: statistics.median(w[2] for w in ws if w[2] is not None) if any(w[2] for w in ws) else None
+            for kind, ws in windows.items()
+        },
+        "baseline_runs": len(windows["baselines"]),
+        "best_us": None if best is None else float(best["geomean_us"]),
+        "best_vs_vendor": None if best is None else float(best["speedup_vs_vendor"] or 0) or None,
+    }
+
+
+def _s(value) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def print_table(results: list[dict]) -> None:
+    print(
+        "| run | race | overlap | candidates | on a GPU | process s | per hour | GPU span s | per hour over the span "
+        "| GPU busy | verify window s | benchmark window s | start-up in verify / benchmark s | baseline runs (median s) "
+        "| GPU s per candidate | best us (lineage) | vendor / best |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|")
+    for r in results:
+        m, up = r["medians_s"], r["startup_s"]
+        print(
+            f"| {r['label']} | {'yes' if r['race'] else 'no'} | {r['overlap']} | {r['candidates']} | {r['on_gpu']} "
+            f"| {r['wall_s']:.0f} | {3600 * r['candidates'] / r['wall_s']:.0f} | {r['span_s']:.0f} "
+            f"| {3600 * r['on_gpu'] / r['span_s'] if r['span_s'] else 0:.0f} "
+            f"| {100 * r['busy_s'] / r['span_s'] if r['span_s'] else 0:.0f}% | {_s(m['verify'])} | {_s(m['benchmark'])} "
+            f"| {_s(up['verify'])} / {_s(up['benchmark'])} | {r['baseline_runs']} ({_s(m['baselines'])}) "
+            f"| {r['busy_s'] / r['on_gpu'] if r['on_gpu'] else 0:.2f} | {_s(r['best_us'])} | {_s(r['best_vs_vendor'])} |"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--problem", default="fp8_gemm_kmajor")
+    parser.add_argument("--label", default="this")
+    parser.add_argument("--tree", type=Path, help="run ksci from this checkout (default: this one)")
+    parser.add_argument("--candidates", type=int, default=40, help="--max-candidates of the run")
+    parser.add_argument("--children", type=int, default=8)
+    parser.add_argument("--overlap", type=int, default=0)
+    parser.add_argument("--race", action="store_true")
+    parser.add_argument("--minutes", type=float, help="--time-limit of the run")
+    parser.add_argument("--simulate", action="store_true", help="made-up timings, to try the script on a CPU")
+    parser.add_argument("--keep", type=Path, help="keep the run's store and logs here (default: a temporary folder)")
+    parser.add_argument("--save", type=Path, help="add this run's row to this JSON file")
+    parser.add_argument("--show", type=Path, nargs="+", help="print the table of saved rows; run nothing")
+    args = parser.parse_args()
+    if args.show:
+        return print_table([r for path in args.show for r in json.loads(path.read_text())])
+    with tempfile.TemporaryDirectory(prefix="ksci-throughput-") as tmp:
+        work = args.keep or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        wall, run, store = evolve(args, work)
+        result = summary(args, wall, LineageStore(store).read(run))
+    if args.save:
+        saved = json.loads(args.save.read_text()) if args.save.exists() else []
+        args.save.write_text(json.dumps([*saved, result], indent=1))
+    print_table([result])
+
+
+if __name__ == "__main__":
+    main()
