@@ -171,7 +171,8 @@ def test_pinning_respects_the_gpus_the_process_may_use(monkeypatch):
 
 
 def test_the_gpu_window_says_how_much_of_it_was_the_harness_starting(monkeypatch):
-    """run_phases stamps the window with when "started" and "loaded" came (ksci.evaluate.isolate measures them)."""
+    """run_phases stamps the window with when "started", "loaded" and the "result" came (ksci.evaluate.isolate
+    measures them): the start-up, and after the result the child's exit."""
     import ksci.evaluate.stages as stages
     from ksci.evaluate.options import EvaluationOptions
     from ksci.evaluate.results import CompileResult
@@ -182,5 +183,5 @@ def test_the_gpu_window_says_how_much_of_it_was_the_harness_starting(monkeypatch
     compiled = CompileResult(ok=True, target="cuda", arch="sm_90a", toolchain="nvcc", command=[], log="")
     options = EvaluationOptions(phases=("benchmark",), device="1")
     window = stages.run_phases(PROBLEM, compiled, options).fingerprint["gpu_window"]
-    assert window["started_s"] == 2.5 and window["loaded_s"] == 2.75 and "result_s" not in window
+    assert window["started_s"] == 2.5 and window["loaded_s"] == 2.75 and window["result_s"] == 4.0
     assert window["device"] == "1" and window["phases"] == ["benchmark"] and window["start"] <= window["end"]

@@ -133,18 +133,16 @@ def run_phases(
 
 def _gpu_window(phases: list[str], started: float, device: str | None, outcome) -> dict:
     """When and on which GPU a harness run held its GPU, and the seconds from the go-ahead to the harness's
-    "started" report (the CUDA/HIP context; Python and torch too when the child was not started ahead) and to
-    "loaded" (the candidate's library): the share of the window that is start-up, not the candidate's work."""
+    "started" report (the CUDA/HIP context; Python and torch too when the child was not started ahead), to
+    "loaded" (the candidate's library) and to its "result": the shares of the window that are start-up and,
+    after the result, the child's exit, not the candidate's work."""
+    events = ("started", "loaded", "result")
     return {
         "phases": phases,
         "start": started,
         "end": time.time(),
         "device": device,
-        **{
-            f"{event}_s": round(outcome.first_s[event], 3)
-            for event in ("started", "loaded")
-            if event in outcome.first_s
-        },
+        **{f"{event}_s": round(outcome.first_s[event], 3) for event in events if event in outcome.first_s},
     }
 
 

@@ -52,6 +52,9 @@ class CompilingSimulator:
     def runner(self, problem: Problem, source: str, compiled: CompileResult, options: EvaluationOptions, spares=0):
         return self.simulated.runner(problem, source, compiled, options, spares)
 
+    def baseline_runner(self, problem: Problem, options: EvaluationOptions, spares=0):
+        return self.simulated.baseline_runner(problem, options, spares)
+
     def start_spares(self, problem: Problem, options: EvaluationOptions, count: int) -> None:
         self.simulated.start_spares(problem, options, count)
 
