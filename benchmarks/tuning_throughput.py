@@ -62,8 +62,14 @@ def windows_of(rows) -> dict:
         for key, kind in (("verify_gpu_window", "verify"), ("gpu_window", "benchmark"), ("baselines_gpu_window", "baselines")):  # fmt: skip
             w = fingerprint.get(key)
             if w and "start" in w:
-                kinds[kind][(w["start"], w["end"])] = w.get("started_s")
-    return {kind: [(a, b, s) for (a, b), s in found.items()] for kind, found in kinds.items()}
+                exit_s = w["end"] - w["start"] - w["result_s"] if "result_s" in w else None
+                kinds[kind][(w["start"], w["end"])] = (w.get("started_s"), exit_s)
+    return {kind: [(a, b, *s) for (a, b), s in found.items()] for kind, found in kinds.items()}
+
+
+def _median(values: list) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
 
 
 def summary(args, wall: float, rows) -> dict:
@@ -86,10 +92,8 @@ def summary(args, wall: float, rows) -> dict:
         "span_s": span,
         "busy_s": busy,
         "medians_s": {kind: statistics.median(w[1] - w[0] for w in ws) if ws else None for kind, ws in windows.items()},
-        "startup_s": {
-            kind: statistics.median(w[2] for w in ws if w[2] is not None) if any(w[2] for w in ws) else None
-            for kind, ws in windows.items()
-        },
+        "startup_s": {kind: _median([w[2] for w in ws]) for kind, ws in windows.items()},
+        "exit_s": {kind: _median([w[3] for w in ws]) for kind, ws in windows.items()},
         "baseline_runs": len(windows["baselines"]),
         "best_us": None if best is None else float(best["geomean_us"]),
         "best_vs_vendor": None if best is None else float(best["speedup_vs_vendor"] or 0) or None,
@@ -103,18 +107,20 @@ def _s(value) -> str:
 def print_table(results: list[dict]) -> None:
     print(
         "| run | race | overlap | candidates | on a GPU | process s | per hour | GPU span s | per hour over the span "
-        "| GPU busy | verify window s | benchmark window s | start-up in verify / benchmark s | baseline runs (median s) "
-        "| GPU s per candidate | best us (lineage) | vendor / best |"
+        "| GPU busy | verify window s | benchmark window s | start-up in verify / benchmark s "
+        "| after the result in verify / benchmark s | baseline runs (median s) | GPU s per candidate "
+        "| best us (lineage) | vendor / best |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|---:|---:|")
     for r in results:
-        m, up = r["medians_s"], r["startup_s"]
+        m, up, down = r["medians_s"], r["startup_s"], r.get("exit_s") or {"verify": None, "benchmark": None}
         print(
             f"| {r['label']} | {'yes' if r['race'] else 'no'} | {r['overlap']} | {r['candidates']} | {r['on_gpu']} "
             f"| {r['wall_s']:.0f} | {3600 * r['candidates'] / r['wall_s']:.0f} | {r['span_s']:.0f} "
             f"| {3600 * r['on_gpu'] / r['span_s'] if r['span_s'] else 0:.0f} "
             f"| {100 * r['busy_s'] / r['span_s'] if r['span_s'] else 0:.0f}% | {_s(m['verify'])} | {_s(m['benchmark'])} "
-            f"| {_s(up['verify'])} / {_s(up['benchmark'])} | {r['baseline_runs']} ({_s(m['baselines'])}) "
+            f"| {_s(up['verify'])} / {_s(up['benchmark'])} | {_s(down['verify'])} / {_s(down['benchmark'])} "
+            f"| {r['baseline_runs']} ({_s(m['baselines'])}) "
             f"| {r['busy_s'] / r['on_gpu'] if r['on_gpu'] else 0:.2f} | {_s(r['best_us'])} | {_s(r['best_vs_vendor'])} |"
         )
 
