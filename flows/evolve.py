@@ -206,7 +206,7 @@ def evolve(
     overlap: int = 0,
     generation_deployment: str | None = None,
     profile: bool = True,
-    race: bool = False,
+    race: bool = True,
     max_candidates: int | None = None,
     time_limit_s: float | None = None,
 ) -> list[dict]:

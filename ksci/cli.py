@@ -124,7 +124,7 @@ def _add_evolve_command(sub) -> None:
         type=int,
         help="generations a new one may overlap, so that GPUs wait less for a generation's compiles or its slowest "
         "candidate; it then learns from the generations before those, and generations 1..K seed the run beside "
-        "generation 0 (tuning proposer only; default: 1 on several GPUs, else 0)",
+        "generation 0 (tuning proposer only; default: 1 with it, else 0)",
     )
     p.add_argument(
         "--store", help="lineage store: a folder or an fsspec URL such as s3://bucket/runs (default: data/runs)"
@@ -132,7 +132,13 @@ def _add_evolve_command(sub) -> None:
     _add_proposer_options(p)
     p.add_argument("--no-profile", action="store_true", help="do not profile each generation's Base (ncu/rocprofv3)")
     race = "stop timing a shape once a candidate is known (95%%) to be over 3%% slower there than the run's best"
-    p.add_argument("--race", action="store_true", help=race + ": fewer calls, the same checks per call (default: off)")
+    p.add_argument(
+        "--race",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help=f"{race}: fewer calls, the same checks per call; --no-race times every shape to 0.5%% "
+        "(default: %(default)s)",
+    )
     shown = p.add_mutually_exclusive_group()
     shown.add_argument("--quiet", action="store_true", help="print only the final summary (default: progress)")
     shown.add_argument(
@@ -322,7 +328,7 @@ def _claim_run(args, proposer: str) -> None:
 def _run_spec(args, proposer: str) -> RunSpec:
     """The run's settings from the command line: one RunSpec, which the evolve flow runs."""
     gpus = _gpus(args)
-    overlap = args.overlap if args.overlap is not None else int(proposer == "tuning" and len(gpus) > 1)
+    overlap = args.overlap if args.overlap is not None else int(proposer == "tuning")
     return RunSpec(
         problem=args.problem,
         target=args.target,
