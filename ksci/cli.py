@@ -131,14 +131,9 @@ def _add_evolve_command(sub) -> None:
     )
     _add_proposer_options(p)
     p.add_argument("--no-profile", action="store_true", help="do not profile each generation's Base (ncu/rocprofv3)")
-    race = "stop timing a shape once a candidate is known (95%%) to be over 3%% slower there than the run's best"
-    p.add_argument(
-        "--race",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help=f"{race}: fewer calls, the same checks per call; --no-race times every shape to 0.5%% "
-        "(default: %(default)s)",
-    )
+    race = "stop timing a shape once a candidate is known (95%%) to be over 3%% slower there than the run's best: "
+    race += "fewer calls, the same checks per call; --no-race times every shape to 0.5%% (default: %(default)s)"
+    p.add_argument("--race", action=argparse.BooleanOptionalAction, default=True, help=race)
     shown = p.add_mutually_exclusive_group()
     shown.add_argument("--quiet", action="store_true", help="print only the final summary (default: progress)")
     shown.add_argument(
