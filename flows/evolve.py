@@ -46,7 +46,7 @@ from ksci.proposers.per_shape import best_shape_times
 from ksci.proposers.protocol import GenerationContext, Proposer, Steps
 from ksci.run import DEFAULT_STORE, RunSpec, candidates_before, progress_line
 from tasks.compose import compose
-from tasks.evaluation import CandidateChain, measure_baselines, start_spare_harnesses, submit_candidate
+from tasks.evaluation import CandidateChain, generation_baselines, start_spare_harnesses, submit_candidate
 from tasks.llm import ask
 from tasks.profile import profile_best, profile_step
 from tasks.stages import hypothesize, read_population, render, select
@@ -113,7 +113,7 @@ def _steps(spec: RunSpec, generation: int, logger, population: pd.DataFrame) -> 
     from."""
     setup = spec.evaluation()
     race = best_shape_times(population) if spec.race else ()
-    baselines = measure_baselines.submit(setup, spec.run, generation)
+    baselines = generation_baselines.submit(setup, spec.run, generation)
 
     def submit(source, meta: CandidateMeta) -> CandidateChain:
         return _reported(submit_candidate(setup, source, meta, race=race, baselines=baselines), meta.generation)

@@ -2,7 +2,7 @@
 and `submit_candidate`, the one function that submits a candidate's whole chain: hipify, compile, verify,
 benchmark, store its source, record its row. The evolve flow (tuning and LLM candidates) and rebench use it.
 The evolve flow times the baselines (the reference and the vendor library) once per generation
-(`measure_baselines`), and each benchmark takes them; rebench times them beside each champion.
+(`generation_baselines`), and each benchmark takes them; rebench times them beside each champion.
 
 Every task takes the run's EvaluationSetup; the backend (real or simulated) is chosen from it by
 ksci.backends.backend_of, never by a branch here.
@@ -81,7 +81,7 @@ def benchmark_kernel(
 ) -> Verdict:
     """`race`: the run's best median per shape (ksci evolve --race), an input like the others: the verdict depends
     on it (how many calls a losing shape gets). `baselines`: the generation's reference and vendor times
-    (measure_baselines); the candidate's harness then times the candidate alone and its verdict takes them
+    (generation_baselines); the candidate's harness then times the candidate alone and its verdict takes them
     (with_baselines). Without them, they are timed beside it in its own harness run (rebench)."""
     if verified.status != Status.OK:
         return verified
@@ -90,7 +90,7 @@ def benchmark_kernel(
 
 
 @task(name="baselines", **GPU_TASK)
-def measure_baselines(setup: EvaluationSetup, run: str, generation: int) -> Verdict:
+def generation_baselines(setup: EvaluationSetup, run: str, generation: int) -> Verdict:
     """The reference and the vendor library timed alone on every benchmark shape, once per generation (`run` and
     `generation` key its cache: a rerun of the generation reuses them, and its candidates' benchmarks with them),
     on the GPU lock like a candidate. Timing them beside every candidate cost about 0.6-2 s of each candidate's GPU
@@ -189,7 +189,7 @@ def submit_candidate(
     `source`: the text, or the future of the task that renders it. `source_path`: where the store already holds
     it (rebench: the row keeps its source's path), else it is stored. `retime`: verify and benchmark again, not
     from the cache (rebench). `race`: the run's best median per shape, to stop timing shapes the candidate loses
-    (ksci evolve --race). `baselines`: the future of the generation's measure_baselines, whose times the
+    (ksci evolve --race). `baselines`: the future of the generation's generation_baselines, whose times the
     benchmark takes; None: the benchmark times them beside the candidate."""
     verify, benchmark = verify_kernel, benchmark_kernel
     if retime:

@@ -1,5 +1,5 @@
 """The baselines of an evolution (issue 28): the reference and the vendor library timed once per generation
-(tasks/evaluation.py measure_baselines), and each candidate's benchmark timed alone and given their times
+(tasks/evaluation.py generation_baselines), and each candidate's benchmark timed alone and given their times
 (ksci.evaluate.pipeline.with_baselines), instead of every candidate's harness timing them beside it."""
 
 from __future__ import annotations

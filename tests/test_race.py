@@ -128,18 +128,18 @@ def test_the_flow_races_each_candidate_against_its_population_only_with_race(mon
     from flows import evolve as flow
     from ksci.run import RunSpec
 
-    submitted, generation_baselines = [], object()
+    submitted, its_baselines = [], object()
 
     def submit_candidate(setup, source, meta, race=(), baselines=None):
         submitted.append((race, baselines))
         return SimpleNamespace(recorded=SimpleNamespace(add_done_callback=lambda f: None))
 
     monkeypatch.setattr(flow, "submit_candidate", submit_candidate)
-    monkeypatch.setattr(flow, "measure_baselines", SimpleNamespace(submit=lambda *args: generation_baselines))
+    monkeypatch.setattr(flow, "generation_baselines", SimpleNamespace(submit=lambda *args: its_baselines))
     population = pd.DataFrame([{"status": "ok", "shape_times_json": json.dumps({KEY: 10.0})}])
     spec = RunSpec(problem="fp8_gemm", run="r", simulate="", race=race)
     flow._steps(spec, 1, None, population).submit("source", SimpleNamespace(generation=1))
-    assert submitted == [(((KEY, 10.0),) if race else (), generation_baselines)]
+    assert submitted == [(((KEY, 10.0),) if race else (), its_baselines)]
 
 
 def test_a_simulated_evolution_with_race_runs_to_its_end(tmp_path):
