@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import runpy
 import signal
 import socket
 import subprocess
@@ -31,8 +33,8 @@ def configure_prefect() -> None:
 class EmbeddedApi:
     """The embedded Prefect API of one `ksci evolve`: the server Prefect would start as its ephemeral one (the same
     uvicorn command as prefect.server.api.server.SubprocessASGIServer, with PREFECT__SERVER_EPHEMERAL, so with the
-    ephemeral set of services), started by ksci in a process group of its own before Prefect is imported, and
-    handed to Prefect as its PREFECT_API_URL.
+    ephemeral set of services; run through `serve`, so that it ends with ksci), started by ksci in a process group
+    of its own before Prefect is imported, and handed to Prefect as its PREFECT_API_URL.
 
     Why its own group: a terminal's Ctrl-C goes to its whole foreground process group. Prefect's own ephemeral
     server is in it, died at once, and the run then spent minutes retrying "Error logging to API". Here only the
@@ -49,10 +51,23 @@ class EmbeddedApi:
         """Start the server process (it takes seconds to answer: `wait_ready`)."""
         port = _free_port()
         env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
-        argv = [sys.executable, "-m", "uvicorn", "--factory", "prefect.server.api.server:create_app"]
+        argv = [
+            sys.executable,
+            "-m",
+            "ksci.embedded",
+            str(os.getpid()),
+            "--factory",
+            "prefect.server.api.server:create_app",
+        ]
         argv += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on"]
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, process_group=0)
+            self.process = subprocess.Popen(
+                argv,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                process_group=0,
+            )
         self.url = f"http://127.0.0.1:{port}/api"
         os.environ["PREFECT_API_URL"] = self.url
         return self.process
@@ -96,7 +111,29 @@ class EmbeddedApi:
         self.process = None
 
 
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def serve(argv: list[str]) -> None:
+    """The server's process (`python -m ksci.embedded PARENT_PID UVICORN_ARGS...`): on Linux, first ask the kernel
+    for a SIGTERM when PARENT_PID, the `ksci evolve` that started it, ends, then run uvicorn as `python -m uvicorn`
+    does. `stop` and `kill` end the server when ksci ends in order; a `kill -9` of ksci (or the OOM killer) runs
+    neither, and the server, in a process group of its own, kept running, reparented to init (one was found left
+    by tests/test_faults.py's kill -9). The request holds across uvicorn's start; elsewhere it is not made."""
+    parent, uvicorn_args = int(argv[0]), argv[1:]
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent ended before the request took hold
+            return
+    sys.argv = ["uvicorn", *uvicorn_args]
+    runpy.run_module("uvicorn", run_name="__main__", alter_sys=True)
+
+
 def _free_port() -> int:
     with contextlib.closing(socket.socket()) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1:])

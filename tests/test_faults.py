@@ -80,7 +80,8 @@ def test_kill_9_mid_generation_loses_nothing_recorded_and_a_rerun_completes(tmp_
     """SIGKILL to the whole process group of `ksci evolve` once generation 1 has rows and a candidate holds a GPU
     (its lock file locked: ksci.devices); then the same command again. The OS frees the killed holder's GPU lock,
     so the rerun finds the GPU free at once (with Prefect's concurrency slots, it had to wait for the slot's lease
-    to expire and release it)."""
+    to expire and release it). The embedded Prefect server, in a process group of its own, ends with it (it was
+    left running, reparented to init, before ksci.embedded.serve)."""
     store_root, locks = tmp_path / "store", tmp_path / "locks"
     command = EVOLVE + ["--generations", "6", "--run", "killed", "--store", str(store_root), "--simulate"]
     env = dict(os.environ, PREFECT_HOME=str(tmp_path / "prefect"), PYTHONPATH=str(ROOT), **{LOCK_DIR_ENV: str(locks)})
@@ -89,15 +90,16 @@ def test_kill_9_mid_generation_loses_nothing_recorded_and_a_rerun_completes(tmp_
     log = open(tmp_path / "first.log", "w")  # noqa: SIM115 - handed to the child, closed below
     first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     store = LineageStore(store_root)
-    deadline, held_at_kill = time.monotonic() + 600, []
+    deadline, held_at_kill, children = time.monotonic() + 600, [], []
     try:
         while first.poll() is None and time.monotonic() < deadline:
             rows = store.read("killed")
             if not rows.empty and (rows["generation"] >= 1).any():
-                # Frozen (its embedded API too: same process group), so that no GPU is freed between look and kill.
+                # Frozen, so that no GPU is freed between look and kill.
                 os.killpg(first.pid, signal.SIGSTOP)
                 held_at_kill = _gpu_locks_held(locks)
                 if held_at_kill:
+                    children = _children(first.pid)  # the embedded API's server among them
                     os.killpg(first.pid, signal.SIGKILL)
                     break
                 os.killpg(first.pid, signal.SIGCONT)
@@ -109,6 +111,10 @@ def test_kill_9_mid_generation_loses_nothing_recorded_and_a_rerun_completes(tmp_
         log.close()
     assert first.returncode == -signal.SIGKILL, (tmp_path / "first.log").read_text()[-3000:]
     assert held_at_kill, "the kill should land while a GPU is held"
+    deadline = time.monotonic() + 30
+    while any(_running(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert children and not any(_running(pid) for pid in children), f"left running after kill -9: {children}"
     assert not _gpu_locks_held(locks), "the OS should have freed the killed holder's GPU"
     before = store.read("killed")  # readable: every published part file is whole
     assert before["candidate_id"].is_unique and before["generation"].max() < 6
@@ -167,6 +173,14 @@ def _children(pid: int) -> list[int]:
         if int(fields[1]) == pid:
             found.append(int(stat.parent.name))
     return found
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` exists and has not ended (a zombie, ended but not yet reaped, has)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def _gpu_locks_held(locks: Path) -> list[str]:
