@@ -174,12 +174,17 @@ def shape_timing(message: dict, problem: Problem, gpu: str) -> ShapeTiming:
     )  # fmt: skip
 
 
+def baseline_geomeans(timings: list[ShapeTiming]) -> tuple[float | None, float | None]:
+    """The reference's and the vendor library's geomeans over the shapes. A geomean over only some of the shapes
+    would mislead, so a baseline missing anywhere gives None."""
+    reference = geomean([s.reference.median_us if s.reference else None for s in timings])
+    return reference, geomean([s.vendor.median_us if s.vendor else None for s in timings])
+
+
 def summarise_timings(verdict: Verdict) -> None:
     timings = verdict.timings
     verdict.geomean_us = geomean([s.kernel.median_us if s.kernel else None for s in timings])
-    # A geomean over only some of the shapes would mislead, so a baseline missing anywhere gives None.
-    verdict.reference_geomean_us = geomean([s.reference.median_us if s.reference else None for s in timings])
-    verdict.vendor_geomean_us = geomean([s.vendor.median_us if s.vendor else None for s in timings])
+    verdict.reference_geomean_us, verdict.vendor_geomean_us = baseline_geomeans(timings)
     verdict.speed_of_light_geomean_us = geomean([s.speed_of_light_us for s in timings])
     too_fast = [s for s in timings if s.kernel and s.speed_of_light_us and s.kernel.median_us < s.speed_of_light_us]
     if too_fast:

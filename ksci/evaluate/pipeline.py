@@ -15,9 +15,10 @@ from contextlib import AbstractContextManager, nullcontext
 
 from ksci.backends import Backend
 from ksci.backends.real import RealBackend
+from ksci.evaluate.classify import baseline_geomeans
 from ksci.evaluate.neighbours import gpu_neighbours, with_neighbours
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.results import CompileResult, Status, Verdict, geomean
+from ksci.evaluate.results import CompileResult, Status, Verdict
 from ksci.evaluate.stages import (
     PreparedSource,
     failed_compile_verdict,
@@ -99,9 +100,8 @@ def run_baselines(
 def with_baselines(timed: Verdict, baselines: Verdict) -> Verdict:
     """A candidate's verdict timed without the baselines (an evolution times the reference and the vendor library
     once per generation, run_baselines, not beside every candidate: issue 28), given them: each shape's reference
-    and vendor times where its own run has none, and their geomeans (None where a shape lacks one, as
-    classify.summarise_timings gives). A verdict that has its own keeps them; the fingerprint says where they were
-    timed (`baselines_gpu_window`)."""
+    and vendor times where its own run has none, and their geomeans (classify.baseline_geomeans). A verdict that
+    has its own keeps them; the fingerprint says where they were timed (`baselines_gpu_window`)."""
     measured = {shape_key(t.shape): t for t in baselines.timings}
     if not timed.timings or not measured:
         return timed
@@ -110,9 +110,8 @@ def with_baselines(timed: Verdict, baselines: Verdict) -> Verdict:
         if base is not None:
             timing.reference = timing.reference or base.reference
             timing.vendor = timing.vendor or base.vendor
-    if timed.reference_geomean_us is None:
-        timed.reference_geomean_us = geomean([t.reference.median_us if t.reference else None for t in timed.timings])
-    if timed.vendor_geomean_us is None:
-        timed.vendor_geomean_us = geomean([t.vendor.median_us if t.vendor else None for t in timed.timings])
+    reference, vendor = baseline_geomeans(timed.timings)
+    timed.reference_geomean_us = timed.reference_geomean_us or reference
+    timed.vendor_geomean_us = timed.vendor_geomean_us or vendor
     timed.fingerprint["baselines_gpu_window"] = baselines.fingerprint.get("gpu_window")
     return timed
