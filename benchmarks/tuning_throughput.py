@@ -55,8 +55,9 @@ def evolve(args, work: Path) -> tuple[float, str, Path]:
 
 
 def windows_of(rows) -> dict:
-    """Per kind (verify, benchmark, baselines): the GPU windows the parent recorded, each (start, end, start-up s).
-    A generation's baseline window is named by every row that took it, so it is counted once."""
+    """Per kind (verify, benchmark, baselines): the GPU windows the parent recorded, each (start, end, start-up s,
+    seconds after the child's result), the last two None where not recorded. A generation's baseline window is
+    named by every row that took it, so it is counted once."""
     kinds: dict[str, dict] = {"verify": {}, "benchmark": {}, "baselines": {}}
     for fingerprint in rows["fingerprint_json"].map(json.loads):
         for key, kind in (("verify_gpu_window", "verify"), ("gpu_window", "benchmark"), ("baselines_gpu_window", "baselines")):  # fmt: skip
@@ -91,7 +92,7 @@ def summary(args, wall: float, rows) -> dict:
         "wall_s": wall,
         "span_s": span,
         "busy_s": busy,
-        "medians_s": {kind: statistics.median(w[1] - w[0] for w in ws) if ws else None for kind, ws in windows.items()},
+        "medians_s": {kind: _median([w[1] - w[0] for w in ws]) for kind, ws in windows.items()},
         "startup_s": {kind: _median([w[2] for w in ws]) for kind, ws in windows.items()},
         "exit_s": {kind: _median([w[3] for w in ws]) for kind, ws in windows.items()},
         "baseline_runs": len(windows["baselines"]),
