@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import random
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -16,10 +17,10 @@ import ksci.proposers.optuna_search
 import ksci.proposers.per_shape
 from ksci.lineage.store import Candidate, LineageStore, empty_frame
 from ksci.problem.constraints import parse_constraint
-from ksci.problem.spec import Problem, TemplateSpec
+from ksci.problem.spec import Problem, TemplateSpec, load_problem
 from ksci.proposers.optuna_search import _study, propose_tuning
 from ksci.proposers.select import Selection, select_parents
-from ksci.proposers.space import Proposal, space_note
+from ksci.proposers.space import Move, Proposal, Step, _feasible_points, neighbours, space_note
 
 MMA = TemplateSpec(
     name="mma",
@@ -348,3 +349,97 @@ def test_no_composition_without_a_gain_or_composable_templates(tmp_path: Path, m
     ]
     frame = frame_of(same, tmp_path / "same")
     assert not any(p.by_shape for p in propose_tuning(problem, "cuda", frame, [], 4, seed=0))  # one point wins all
+
+
+# Neighbours across a constraint (ksci.proposers.space.neighbours): a move that violates a declared constraint is
+# repaired by one adjacent step of another parameter, the first that fits (declaration order, lower value first).
+KMAJOR = load_problem("fp8_gemm_kmajor")
+WGMMA = KMAJOR.template("cuda", "wgmma")
+C3 = {**WGMMA.default, "CONSUMERS": 3, "BM": 192, "STAGES": 5, "EPI": 0}  # EPI 0 -> 1 alone overflows shared memory
+C3_EPI = {**C3, "STAGES": 4, "EPI": 1}  # the best single point measured on the M = 6144 shapes (H100)
+PAIRS = TemplateSpec(
+    "pairs",
+    "cuda",
+    Path("pairs.cu.j2"),
+    {"A": [1, 2, 4, 8], "B": [1, 2, 4, 8], "C": [0, 1]},
+    {"A": 4, "B": 2, "C": 0},
+    (parse_constraint("A * B <= 8", {"A", "B", "C"}), parse_constraint("A <= 4", {"A", "B", "C"})),
+)
+SUMS = TemplateSpec(
+    "sums", "cuda", Path("sums.cu.j2"), {"X": [1, 2, 3], "Y": [1, 2, 3], "Z": [1, 2, 3]}, {"X": 1, "Y": 2, "Z": 2},
+    (parse_constraint("X + Y + Z != 6", {"X", "Y", "Z"}),),
+)  # fmt: skip
+EQUAL = TemplateSpec(
+    "equal", "cuda", Path("equal.cu.j2"), {"A": [1, 2, 3], "B": [1, 2, 3]}, {"A": 2, "B": 2},
+    (parse_constraint("A == B", {"A", "B"}),),
+)  # fmt: skip
+
+
+def differences(move: Move, params: dict) -> dict:
+    return {k: (params[k], v) for k, v in move.params.items() if v != params[k]}
+
+
+def test_a_move_over_a_constraint_is_repaired_by_one_more_step() -> None:
+    assert WGMMA.feasible(C3) and not WGMMA.feasible({**C3, "EPI": 1}) and WGMMA.feasible(C3_EPI)
+    moves = {m.step.describe(): m for m in neighbours(WGMMA, C3)}
+    epi = moves["EPI 0 -> 1"]
+    assert epi.params == C3_EPI
+    assert (epi.step, epi.repair) == (Step("EPI", 0, 1), Step("STAGES", 5, 4))
+    assert epi.describe() == "EPI 0 -> 1 (STAGES 5 -> 4 to fit)"
+    assert moves["STAGES 5 -> 4"].repair is None and moves["STAGES 5 -> 4"].describe() == "STAGES 5 -> 4"
+    assert "STAGES 5 -> 6" not in moves  # no single further step makes six stages fit with three consumers
+
+
+def test_an_unrepairable_move_is_dropped_and_repairs_follow_the_declared_order() -> None:
+    moves = neighbours(PAIRS, PAIRS.default)
+    assert [m.describe() for m in moves] == [
+        "A 4 -> 2",
+        "B 2 -> 1",
+        "C 0 -> 1",
+        "B 2 -> 4 (A 4 -> 2 to fit)",  # A 4 -> 8 breaks A <= 4 whatever else moves: dropped
+    ]
+    assert all(PAIRS.feasible(m.params) for m in moves)
+    # X 1 -> 2 alone sums to 6; Y 2 -> 1, Y 2 -> 3, Z 2 -> 1 and Z 2 -> 3 would each repair it: the first is taken.
+    assert [m.describe() for m in neighbours(SUMS, SUMS.default)] == [
+        "Y 2 -> 1",
+        "Z 2 -> 1",
+        "X 1 -> 2 (Y 2 -> 1 to fit)",
+        "Y 2 -> 3 (X 1 -> 2 to fit)",
+        "Z 2 -> 3 (X 1 -> 2 to fit)",
+    ]
+
+
+def test_no_neighbour_is_returned_twice() -> None:
+    # EQUAL has no plain neighbour. B 2 -> 1 is repaired by A 2 -> 1: the point of "A 2 -> 1 (B 2 -> 1 to fit)",
+    # returned already, so it is dropped (likewise B 2 -> 3). A repaired point moves two parameters, a plain one one.
+    assert [m.describe() for m in neighbours(EQUAL, EQUAL.default)] == [
+        "A 2 -> 1 (B 2 -> 1 to fit)",
+        "A 2 -> 3 (B 2 -> 3 to fit)",
+    ]
+    points = [C3, WGMMA.default, *random.Random(0).sample(_feasible_points(WGMMA), 200)]
+    for params in points:
+        moves = neighbours(WGMMA, params)
+        keys = [json.dumps(m.params, sort_keys=True) for m in moves]
+        assert len(keys) == len(set(keys)) and json.dumps(params, sort_keys=True) not in keys
+        for move in moves:
+            steps = [move.step] if move.repair is None else [move.step, move.repair]
+            assert WGMMA.feasible(move.params)
+            assert differences(move, params) == {s.name: (s.old, s.new) for s in steps}
+    assert "CONSUMERS 3 -> 2" not in {m.step.describe() for m in neighbours(WGMMA, C3)}  # = BM 192 -> 128 repaired
+
+
+def test_repaired_neighbours_are_proposed_deterministically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ksci.proposers.optuna_search, "SWITCH_PROBABILITY", 0.0)
+    assert neighbours(WGMMA, C3) == neighbours(WGMMA, C3)
+    parent = timed("wgmma", C3, 0, {"1": 300.0, "2": 300.0}, shape_times_json="{}")
+    frame = frame_of([parent], tmp_path)
+    selection = Selection(parent.candidate_id, None, "test")
+    count = len(neighbours(WGMMA, C3))
+    proposals = propose_tuning(KMAJOR, "cuda", frame, [selection], count, seed=2)
+    assert proposals == propose_tuning(KMAJOR, "cuda", frame, [selection], count, seed=2)
+    expected = sorted(("wgmma", json.dumps(m.params, sort_keys=True)) for m in neighbours(WGMMA, C3))
+    assert sorted(key(p) for p in proposals) == expected  # the parent's neighbours come first, repaired ones too
+    (epi,) = [p for p in proposals if p.params == C3_EPI]
+    neighbour_of = f"(neighbour of parent {parent.candidate_id}, geomean 300.0 us)"
+    assert epi.hypothesis == f"wgmma: EPI 0 -> 1 (STAGES 5 -> 4 to fit) {neighbour_of}"
+    assert epi.parent_id == parent.candidate_id

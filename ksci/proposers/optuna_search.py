@@ -7,9 +7,11 @@ function of the population, the points in flight and the seed. Each call propose
 - each family never tried, at its default;
 - the composition of the per-shape winners (ksci.problem.compose), when it predicts a gain and was never proposed;
 - turns in alternation: a parent's turn (one study per template on the geomean: the parent's untried neighbours
-  first, one parameter moved to an adjacent allowed value, then what TPE asks for; now and then another family),
-  and a shape's turn (a shape drawn by its share of the log-gap between the best single point and the best time
-  known on each shape; one study per template and shape on that shape's time, from the shape's winner);
+  first, one parameter moved to an adjacent allowed value, and where that move violates a constraint, with one
+  adjacent step of another parameter that makes it fit, as in "EPI 0 -> 1 (STAGES 5 -> 4 to fit)"; then what TPE
+  asks for; now and then another family), and a shape's turn (a shape drawn by its share of the log-gap between
+  the best single point and the best time known on each shape; one study per template and shape on that shape's
+  time, from the shape's winner);
 - when TPE asks only repeats, untried feasible points at random.
 No proposal violates the template's declared constraints (ksci.problem.constraints) or repeats a point evaluated, in flight
 or proposed before; a family whose feasible space is spent is skipped (space_note says so).
@@ -35,7 +37,7 @@ from ksci.evaluate.results import Status
 from ksci.problem.spec import Problem, TemplateSpec
 from ksci.proposers.per_shape import ShapeEvidence
 from ksci.proposers.select import Selection
-from ksci.proposers.space import Batch, Proposal, composition_keys, neighbours, params_of, rows_of_dialect
+from ksci.proposers.space import Batch, Move, Proposal, composition_keys, neighbours, params_of, rows_of_dialect
 
 SWITCH_PROBABILITY = 0.1  # chance that a turn tries another template family than the parent's
 ASKS_PER_PROPOSAL = 25  # bound on study.ask() calls; then untried feasible points at random fill the batch
@@ -57,7 +59,7 @@ class _Parent:
     template: TemplateSpec
     params: dict
     geomean_us: float | None
-    neighbours: Iterator[tuple[dict, str, object, object]]
+    neighbours: Iterator[Move]
     shape: str | None = None  # a shape's winner: tuned for that shape
     shape_us: float | None = None
 
@@ -104,7 +106,7 @@ def propose_tuning(
         name, move = _next_move(parent, batch, rng, turn)
         study = studies.get(name, shape)
         if move:
-            study.enqueue_trial(move[0])
+            study.enqueue_trial(move.params)
         trial = study.ask(_distributions(templates[name]))
         params = dict(trial.params)
         if not templates[name].feasible(params):
@@ -147,7 +149,7 @@ def _random_untried(name: str, batch: Batch, rng: random.Random) -> dict | None:
     return None
 
 
-def _next_move(parent: _Parent | None, batch: Batch, rng: random.Random, turn: int) -> tuple:
+def _next_move(parent: _Parent | None, batch: Batch, rng: random.Random, turn: int) -> tuple[str, Move | None]:
     """The family to ask this turn, and the parent's next untried neighbour to enqueue (or None: TPE decides)."""
     names = batch.open_templates()
     if parent is None or parent.template.name not in names:
@@ -156,7 +158,7 @@ def _next_move(parent: _Parent | None, batch: Batch, rng: random.Random, turn: i
         return rng.choice([n for n in names if n != parent.template.name]), None
     name = parent.template.name
     for move in parent.neighbours:
-        if not batch.knows(name, move[0]):
+        if not batch.knows(name, move.params):
             return name, move
     return name, None
 
@@ -260,7 +262,7 @@ def _parents(rows: pd.DataFrame, selections: list[Selection], templates: dict, r
 
 
 def _explain(
-    name: str, params: dict, parent: _Parent | None, move: tuple | None, rows: pd.DataFrame, shape: str | None = None
+    name: str, params: dict, parent: _Parent | None, move: Move | None, rows: pd.DataFrame, shape: str | None = None
 ) -> Proposal:
     """The proposal with its parent, reference and hypothesis: what changed and why."""
     proposal = _explain_point(name, params, parent, move, rows)
@@ -269,10 +271,9 @@ def _explain(
     return replace(proposal, hypothesis=f"for shape {shape}: {proposal.hypothesis}")
 
 
-def _explain_point(name: str, params: dict, parent: _Parent | None, move: tuple | None, rows: pd.DataFrame) -> Proposal:
+def _explain_point(name: str, params: dict, parent: _Parent | None, move: Move | None, rows: pd.DataFrame) -> Proposal:
     if move:
-        _, param, old, new = move
-        text = f"{name}: {param} {old} -> {new} (neighbour of parent {parent.candidate_id}, {_geomean(parent)})"
+        text = f"{name}: {move.describe()} (neighbour of parent {parent.candidate_id}, {_geomean(parent)})"
         return Proposal(name, params, parent.candidate_id, parent.reference_id, text)
     family = rows[(rows["template"] == name) & (rows["status"] == str(Status.OK)) & rows["geomean_us"].notna()]
     family = family.sort_values(["geomean_us", "candidate_id"], kind="stable")

@@ -162,12 +162,65 @@ def composition_keys(population: pd.DataFrame, dialect: str) -> set[tuple[str, s
     return {(COMPOSED, json.dumps(json.loads(t), sort_keys=True)) for t in mine["params_by_shape_json"].dropna()}
 
 
-def neighbours(spec: TemplateSpec, params: dict) -> list[tuple[dict, str, object, object]]:
-    """Every feasible point one step away: one parameter moved to an adjacent allowed value."""
-    moves = []
+@dataclass(frozen=True)
+class Step:
+    """One parameter moved from `old` to an adjacent value `new` of its declared list."""
+
+    name: str
+    old: object
+    new: object
+
+    def describe(self) -> str:
+        return f"{self.name} {self.old} -> {self.new}"
+
+
+@dataclass(frozen=True)
+class Move:
+    """A feasible neighbour `params` of a point, reached by `step`; where `step` alone violates a declared
+    constraint, `repair` is the one step of another parameter that makes it fit."""
+
+    params: dict
+    step: Step
+    repair: Step | None = None
+
+    def describe(self) -> str:
+        """What changed, e.g. "EPI 0 -> 1", or "EPI 0 -> 1 (STAGES 5 -> 4 to fit)" for a repaired move."""
+        if self.repair is None:
+            return self.step.describe()
+        return f"{self.step.describe()} ({self.repair.describe()} to fit)"
+
+
+def neighbours(spec: TemplateSpec, params: dict) -> list[Move]:
+    """Every feasible point one step away (one parameter moved to an adjacent allowed value), then, for each step
+    that violates a declared constraint, the first feasible repair: the step plus one adjacent step of another
+    parameter (parameters in declaration order, the lower value first). A step that no such repair fits is dropped;
+    so is a repaired point already returned."""
+    steps = _steps(spec, params)
+    moves = [Move(_at(params, s), s) for s in steps if spec.feasible(_at(params, s))]
+    seen = {json.dumps(m.params, sort_keys=True) for m in moves}
+    for step in steps:
+        moved = _at(params, step)
+        repair = None if spec.feasible(moved) else _repair(spec, moved, step.name)
+        point = None if repair is None else _at(moved, repair)
+        if point is not None and json.dumps(point, sort_keys=True) not in seen:
+            seen.add(json.dumps(point, sort_keys=True))
+            moves.append(Move(point, step, repair))
+    return moves
+
+
+def _repair(spec: TemplateSpec, moved: dict, name: str) -> Step | None:
+    """The first step of a parameter other than `name` that makes the infeasible point `moved` feasible."""
+    return next((r for r in _steps(spec, moved) if r.name != name and spec.feasible(_at(moved, r))), None)
+
+
+def _steps(spec: TemplateSpec, params: dict) -> list[Step]:
+    """Every step from `params`: parameters in declaration order, each to its lower adjacent value, then its higher."""
+    steps = []
     for name, values in spec.params.items():
         i = values.index(params[name])
-        for j in (i - 1, i + 1):
-            if 0 <= j < len(values) and spec.feasible({**params, name: values[j]}):
-                moves.append(({**params, name: values[j]}, name, params[name], values[j]))
-    return moves
+        steps += [Step(name, params[name], values[j]) for j in (i - 1, i + 1) if 0 <= j < len(values)]
+    return steps
+
+
+def _at(params: dict, step: Step) -> dict:
+    return {**params, step.name: step.new}
