@@ -195,16 +195,16 @@ def neighbours(spec: TemplateSpec, params: dict) -> list[Move]:
     that violates a declared constraint, the first feasible repair: the step plus one adjacent step of another
     parameter (parameters in declaration order, the lower value first). A step that no such repair fits is dropped;
     so is a repaired point already returned."""
-    steps = _steps(spec, params)
-    moves = [Move(_at(params, s), s) for s in steps if spec.feasible(_at(params, s))]
+    moved = [(step, _at(params, step)) for step in _steps(spec, params)]
+    fits = [spec.feasible(point) for _, point in moved]
+    moves = [Move(point, step) for (step, point), fit in zip(moved, fits, strict=True) if fit]
     seen = {json.dumps(m.params, sort_keys=True) for m in moves}
-    for step in steps:
-        moved = _at(params, step)
-        repair = None if spec.feasible(moved) else _repair(spec, moved, step.name)
-        point = None if repair is None else _at(moved, repair)
-        if point is not None and json.dumps(point, sort_keys=True) not in seen:
-            seen.add(json.dumps(point, sort_keys=True))
-            moves.append(Move(point, step, repair))
+    for (step, point), fit in zip(moved, fits, strict=True):
+        repair = None if fit else _repair(spec, point, step.name)
+        repaired = None if repair is None else _at(point, repair)
+        if repaired is not None and json.dumps(repaired, sort_keys=True) not in seen:
+            seen.add(json.dumps(repaired, sort_keys=True))
+            moves.append(Move(repaired, step, repair))
     return moves
 
 
