@@ -80,7 +80,7 @@ def _arrival(outcome, event: str) -> float:
 def test_a_pause_of_the_parent_does_not_make_an_honest_child_suspicious():
     outcome = _run(real_s=0.3, claimed_s=0.3, pause_s=1.5)
     # Both messages were written during the pause and read together after it (the situation of the issue).
-    assert abs(_arrival(outcome, "timing") - _arrival(outcome, "shape")) < 0.05
+    assert abs(_arrival(outcome, "timing") - _arrival(outcome, "shape")) < 0.15  # sent 0.3 s apart
     verdict = _verdict(outcome)
     assert verdict.status == Status.OK, verdict.message
     # Taken as sending times, the arrivals alone accuse the honest child: the rule before issue 30.
@@ -100,4 +100,7 @@ def test_an_honest_child_without_a_pause_is_ok_and_its_sending_times_are_tight()
     outcome = _run(real_s=0.3, claimed_s=0.3)
     assert _verdict(outcome).status == Status.OK
     widths = [late - early for early, late in zip(outcome.sent_after, outcome.arrivals, strict=True)]
-    assert len(widths) == len(outcome.messages) == 5 and max(widths[2:]) < 0.05  # within the poll interval
+    # Each sending interval is one poll (5 ms) wide while the parent keeps up; a loaded machine (CI's two cores) can
+    # add scheduling delay, so the bound is the one the clock rule needs: narrower than the 200 ms lie that
+    # test_a_child_whose_clock_runs_slow_is_still_caught must tell from the truth.
+    assert len(widths) == len(outcome.messages) == 5 and max(widths[2:]) < 0.2
