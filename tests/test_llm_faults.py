@@ -88,7 +88,8 @@ def test_a_trickled_body_stops_at_the_deadline_and_its_thread_ends(endpoint, tmp
     started = time.monotonic()
     got = _ask(settings, tmp_path)
     took = time.monotonic() - started
-    assert got.failure.kind == "timeout" and got.failure.transient and 1.9 < took < 3.0, took
+    # Without the deadline the trickle lasts minutes; under 10 s leaves room for CI's two busy cores.
+    assert got.failure.kind == "timeout" and got.failure.transient and 1.9 < took < 10.0, took
     assert "within the 2 s deadline" in got.failure.message
     assert _calls(tmp_path) == ["timeout"]
     deadline = time.monotonic() + 5
