@@ -30,6 +30,7 @@ from ksci.evaluate.compile import source_hash
 from ksci.evaluate.options import EnvironmentProblem, EvaluationOptions
 from ksci.evaluate.results import CompileResult, ShapeTiming, Status, Timing, Verdict, geomean
 from ksci.evaluate.stages import screen_refusal
+from ksci.lineage.store import shape_times
 from ksci.problem.compose import composed_plan
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import Problem, ProblemError, shape_key
@@ -296,7 +297,7 @@ def recording_from_lineage(frame) -> list[dict]:
             "template": row["template"],
             "params": json.loads(row["params_json"]),
             "status": row["status"],
-            "shape_times": json.loads(row["shape_times_json"]),
+            "shape_times": shape_times(row["shape_times_json"]),
             "reference_geomean_us": _number(row["reference_geomean_us"]),
             "vendor_geomean_us": _number(row["vendor_geomean_us"]),
             "gpu": row["gpu"] if isinstance(row["gpu"], str) else None,

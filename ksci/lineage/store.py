@@ -243,6 +243,12 @@ def candidate_from_verdict(verdict: Verdict, meta: CandidateMeta, source_path: s
     )
 
 
+def shape_times(text) -> dict[str, float]:
+    """A row's shape_times_json (shape key -> median us) as a dict; {} where the row has none (a failure, a
+    simulated row of an older store, a missing column's NaN)."""
+    return json.loads(text) if isinstance(text, str) and text else {}
+
+
 def row_kind(row: pd.Series) -> str:
     """The row's kind; rows written before the column existed are points when they name a template."""
     kind = row.get("kind")

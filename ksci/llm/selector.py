@@ -7,13 +7,13 @@ dead endpoint) falls back to a rule (elitist by default), and the selection's re
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Callable
 
 import pandas as pd
 
 from ksci.evaluate.results import Status
+from ksci.lineage.store import shape_times
 from ksci.llm.parse import parse_structured
 from ksci.llm.prompts import render_messages, stage_marker
 from ksci.llm.request import Answer, StageRequest
@@ -50,7 +50,7 @@ def population_listing(population: pd.DataFrame, problem: Problem) -> dict:
 
 
 def _entry(row: pd.Series, shapes: list[str]) -> dict:
-    times = json.loads(row["shape_times_json"]) if isinstance(row.get("shape_times_json"), str) else {}
+    times = shape_times(row.get("shape_times_json"))
     geomean = row.get("geomean_us")
     return {
         "id": row["candidate_id"],

@@ -22,7 +22,6 @@ Proposer that runs this search in a generation is ksci.proposers.tuning_proposer
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -34,6 +33,7 @@ from optuna.samplers import TPESampler
 from optuna.trial import TrialState, create_trial
 
 from ksci.evaluate.results import Status
+from ksci.lineage.store import shape_times
 from ksci.problem.spec import Problem, TemplateSpec
 from ksci.proposers.per_shape import ShapeEvidence
 from ksci.proposers.select import Selection
@@ -187,7 +187,7 @@ class _Studies:
         return self.studies[(name, shape)][1]
 
     def _shapes(self) -> set[str]:
-        return {k for text in self.rows["shape_times_json"].dropna() for k in json.loads(text)}
+        return {k for text in self.rows["shape_times_json"] for k in shape_times(text)}
 
 
 def _study(spec: TemplateSpec, rows: pd.DataFrame, seed: int, shape: str | None = None) -> optuna.Study:
@@ -217,7 +217,7 @@ def _study(spec: TemplateSpec, rows: pd.DataFrame, seed: int, shape: str | None 
 def _value(row: pd.Series, shape: str | None) -> float | None:
     if shape is None:
         return float(row["geomean_us"]) if pd.notna(row["geomean_us"]) else None
-    times = json.loads(row["shape_times_json"]) if isinstance(row.get("shape_times_json"), str) else {}
+    times = shape_times(row.get("shape_times_json"))
     return float(times[shape]) if shape in times else None
 
 

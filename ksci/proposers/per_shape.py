@@ -3,7 +3,6 @@ each shape for the proposer's shape turns, and the composition of the per-shape 
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from collections.abc import Callable
@@ -12,6 +11,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ksci.evaluate.results import Status
+from ksci.lineage.store import shape_times
 from ksci.problem.compose import plan_of, split_includes
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import Problem, TemplateSpec, shape_key
@@ -111,11 +111,6 @@ def best_shape_times(population: pd.DataFrame) -> tuple[tuple[str, float], ...]:
             if isinstance(us, (int, float)) and us > 0 and us < best.get(key, math.inf):
                 best[key] = float(us)
     return tuple(sorted(best.items()))
-
-
-def shape_times(text) -> dict[str, float]:
-    """A row's shape_times_json as a dict (shape key -> median us); {} where the row has none."""
-    return json.loads(text) if isinstance(text, str) and text else {}
 
 
 def _gain(current: dict[str, float], times: dict[str, float]) -> float:

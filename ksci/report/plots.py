@@ -9,7 +9,6 @@ checks that none overlap) and read at any zoom. A simulated run's plots carry a 
 from __future__ import annotations
 
 import io
-import json
 import re
 
 import matplotlib
@@ -20,6 +19,7 @@ from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
+from ksci.lineage.store import shape_times
 from ksci.report.facts import STATUS_COLOURS, STATUS_ORDER, baseline, family, generation_summary, short_id, timed
 from ksci.report.wording import SIMULATED_NOTE
 
@@ -160,7 +160,7 @@ def shape_speedups(frame: pd.DataFrame) -> pd.DataFrame:
     """Per passing candidate (rows) and benchmark shape (columns): the best seed's time on that shape / its time."""
     fastest = timed(frame).sort_values(["generation", "geomean_us"], kind="stable")
     table = pd.DataFrame(
-        [json.loads(s) for s in fastest["shape_times_json"]],
+        [shape_times(s) for s in fastest["shape_times_json"]],
         index=[
             f"g{g} {short_id(c)} {t}"
             for g, c, t in zip(
