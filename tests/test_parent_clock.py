@@ -93,7 +93,8 @@ def test_a_child_whose_clock_runs_slow_is_still_caught():
     verdict = _verdict(_run(real_s=0.3, claimed_s=0.1))
     assert verdict.status == Status.SUSPICIOUS
     assert "the child's clock says the shape took 100.0 ms, the parent's " in verdict.message
-    assert "fell behind" not in verdict.message  # the parent kept up: its interval is a few milliseconds wide
+    # Whether the parent kept up (an interval a few milliseconds wide) or fell behind on a loaded machine (CI's two
+    # busy cores did), the child's 100 ms lie about 300 ms is caught.
 
 
 def test_an_honest_child_without_a_pause_is_ok_and_its_sending_times_are_tight():
