@@ -38,6 +38,7 @@ def pytest_collection_modifyitems(config, items):
         "nvcc": None if shutil.which("nvcc") else "nvcc is not installed",
         "hipcc": None if shutil.which("hipcc") else "hipcc is not installed (apt-get install hipcc)",
         "hip_gfx942": _hip_gfx942_missing(),
+        "clang_host": None if shutil.which("clang++-19") else "clang++-19 is not installed (apt-get install clang-19)",
         "chromium": None if shutil.which("chromium") else "chromium is not installed (apt-get install chromium)",
     }
     # CI sets KSCI_REQUIRE_TOOLCHAINS=1: there a missing compiler fails the run instead of skipping its checks.
@@ -45,7 +46,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         for marker, reason in skips.items():
             if reason and marker in item.keywords:
-                if required and marker in ("nvcc", "hipcc", "hip_gfx942", "chromium"):
+                if required and marker in ("nvcc", "hipcc", "hip_gfx942", "clang_host", "chromium"):
                     raise pytest.UsageError(f"KSCI_REQUIRE_TOOLCHAINS=1 but {reason}")
                 item.add_marker(pytest.mark.skip(reason=reason))
 
