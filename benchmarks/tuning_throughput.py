@@ -5,7 +5,9 @@ nothing is reused), from this checkout or from another one (`--tree`: an older c
 on the same machine), then reads the run's lineage with this checkout's code and prints one row per run:
 
 - candidates, those that reached the GPU, the process's wall time and candidates per hour over it (Prefect's and
-  the harnesses' start included), and over the GPU span (the first GPU window's start to the last one's end);
+  the harnesses' start included), and over the GPU span (the first GPU window's start to the last one's end); the
+  process's seconds before and after the span; the Prefect home's database is created before the run, as
+  `make setup` creates ksci's (`--fresh-prefect-db`: inside the run, as before 2026-11-26's sixth session);
 - per candidate, the medians of its GPU windows as the parent recorded them: verify, benchmark, and the harness
   start-up inside each (go-ahead to the child's "started": the GPU context); the GPU seconds per candidate; the
   baseline runs (once per generation since issue 28; before it, inside every benchmark);
@@ -34,24 +36,39 @@ from ksci.lineage.store import LineageStore
 HERE = Path(__file__).resolve().parent.parent
 
 
-def evolve(args, work: Path) -> tuple[float, str, Path]:
+def prefect_database(env: dict, fresh: bool) -> float | None:
+    """Create and migrate the Prefect home's database before the timed run, as `make setup` does for ksci's own
+    (data/prefect), so that the run starts as a user's `ksci evolve` does after set-up; its seconds are reported
+    apart. None when `fresh` (the run then creates it itself, inside its time, as before)."""
+    if fresh:
+        return None
+    started = time.monotonic()
+    prefect = [sys.executable, "-m", "prefect", "server", "database", "upgrade", "-y"]
+    subprocess.run(prefect, env=env, check=True, capture_output=True)
+    return time.monotonic() - started
+
+
+def evolve(args, work: Path) -> dict:
+    """Run the evolution; its wall time, run, store, the Prefect database's set-up seconds and the process's start
+    and end on the clock of the GPU windows (time.time)."""
     tree = (args.tree or HERE).resolve()
     store, run = work / "store", f"throughput-{args.label}"
     env = dict(os.environ, KSCI_COMPILE_CACHE=str(work / "cache"), PREFECT_HOME=str(work / "prefect"))
     env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])
+    database_s = prefect_database(env, args.fresh_prefect_db)
     command = [sys.executable, "-m", "ksci.cli", "evolve", "--problem", args.problem, "--target", "cuda"]
     command += ["--proposer", "tuning", "--gpus", "0", "--generations", "1000", "--children", str(args.children)]
     command += ["--max-candidates", str(args.candidates), "--run", run, "--store", str(store), "--no-profile"]
     command += ["--quiet", "--overlap", str(args.overlap), *(["--race"] if args.race else [])]
     command += ["--time-limit", str(args.minutes)] if args.minutes else []
     command += ["--simulate"] if args.simulate else []
-    started = time.monotonic()
+    began, started = time.time(), time.monotonic()
     done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
     wall = time.monotonic() - started
     if done.returncode != 0:
         print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
         raise SystemExit(f"{args.label}: ksci evolve exited {done.returncode}")
-    return wall, run, store
+    return {"wall": wall, "run": run, "store": store, "database_s": database_s, "began": began, "ended": time.time()}
 
 
 def windows_of(rows) -> dict:
@@ -73,10 +90,11 @@ def _median(values: list) -> float | None:
     return statistics.median(known) if known else None
 
 
-def summary(args, wall: float, rows) -> dict:
+def summary(args, process: dict, rows) -> dict:
     windows = windows_of(rows)
     every = [w for ws in windows.values() for w in ws]
-    span = max(w[1] for w in every) - min(w[0] for w in every) if every else 0.0
+    first, last = (min(w[0] for w in every), max(w[1] for w in every)) if every else (None, None)
+    span = last - first if every else 0.0
     busy = sum(w[1] - w[0] for w in every)
     on_gpu = len(windows["verify"])
     ok = rows[rows["status"] == "ok"].sort_values("geomean_us")
@@ -89,8 +107,13 @@ def summary(args, wall: float, rows) -> dict:
         "children": args.children,
         "candidates": len(rows),
         "on_gpu": on_gpu,
-        "wall_s": wall,
+        "wall_s": process["wall"],
         "span_s": span,
+        # The process's seconds outside the GPU span: before the first GPU window (Python, Prefect's API, the first
+        # compiles) and after the last one; and the Prefect database's set-up before the run (None: inside it).
+        "lead_in_s": None if first is None else first - process["began"],
+        "tail_s": None if last is None else process["ended"] - last,
+        "prefect_db_s": process["database_s"],
         "busy_s": busy,
         "medians_s": {kind: _median([w[1] - w[0] for w in ws]) for kind, ws in windows.items()},
         "startup_s": {kind: _median([w[2] for w in ws]) for kind, ws in windows.items()},
@@ -110,9 +133,9 @@ def print_table(results: list[dict]) -> None:
         "| run | race | overlap | candidates | on a GPU | process s | per hour | GPU span s | per hour over the span "
         "| GPU busy | verify window s | benchmark window s | start-up in verify / benchmark s "
         "| after the result in verify / benchmark s | baseline runs (median s) | GPU s per candidate "
-        "| best us (lineage) | vendor / best |"
+        "| best us (lineage) | vendor / best | before / after the GPU span s | Prefect database set-up s |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|---:|---:|---|---|")
     for r in results:
         m, up, down = r["medians_s"], r["startup_s"], r.get("exit_s") or {"verify": None, "benchmark": None}
         print(
@@ -122,8 +145,15 @@ def print_table(results: list[dict]) -> None:
             f"| {100 * r['busy_s'] / r['span_s'] if r['span_s'] else 0:.0f}% | {_s(m['verify'])} | {_s(m['benchmark'])} "
             f"| {_s(up['verify'])} / {_s(up['benchmark'])} | {_s(down['verify'])} / {_s(down['benchmark'])} "
             f"| {r['baseline_runs']} ({_s(m['baselines'])}) "
-            f"| {r['busy_s'] / r['on_gpu'] if r['on_gpu'] else 0:.2f} | {_s(r['best_us'])} | {_s(r['best_vs_vendor'])} |"
+            f"| {r['busy_s'] / r['on_gpu'] if r['on_gpu'] else 0:.2f} | {_s(r['best_us'])} | {_s(r['best_vs_vendor'])} "
+            f"| {_s(r.get('lead_in_s'))} / {_s(r.get('tail_s'))} | {_database(r)} |"
         )
+
+
+def _database(row: dict) -> str:
+    """Rows saved before the column existed created the database inside the run, as --fresh-prefect-db does."""
+    seconds = row.get("prefect_db_s")
+    return "in the run" if seconds is None else f"{seconds:.1f} before the run"
 
 
 def main() -> None:
@@ -137,6 +167,11 @@ def main() -> None:
     parser.add_argument("--race", action="store_true")
     parser.add_argument("--minutes", type=float, help="--time-limit of the run")
     parser.add_argument("--simulate", action="store_true", help="made-up timings, to try the script on a CPU")
+    parser.add_argument(
+        "--fresh-prefect-db",
+        action="store_true",
+        help="let the run create its Prefect database itself, inside its time (default: before it, as make setup does)",
+    )
     parser.add_argument("--keep", type=Path, help="keep the run's store and logs here (default: a temporary folder)")
     parser.add_argument("--save", type=Path, help="add this run's row to this JSON file")
     parser.add_argument("--show", type=Path, nargs="+", help="print the table of saved rows; run nothing")
@@ -146,8 +181,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ksci-throughput-") as tmp:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        wall, run, store = evolve(args, work)
-        result = summary(args, wall, LineageStore(store).read(run))
+        process = evolve(args, work)
+        result = summary(args, process, LineageStore(process["store"]).read(process["run"]))
     if args.save:
         saved = json.loads(args.save.read_text()) if args.save.exists() else []
         args.save.write_text(json.dumps([*saved, result], indent=1))
