@@ -33,8 +33,10 @@ INSTRUCTIONS = {32: "v_mfma_f32_32x32x16_fp8_fp8", 16: "v_mfma_f32_16x16x32_fp8_
 pytestmark = [pytest.mark.clang_host]
 
 # Small shapes that still reach every edge: one partial tile (64 x 64), two K blocks with a partial N tile
-# (192 = 128 + 64), and N = 576, whose last 128-wide scale block of B is half full.
+# (192 = 128 + 64), N = 576, whose last 128-wide scale block of B is half full, and K = 2304: 18 K blocks, which
+# choose_splits cuts into SPLIT_K parts (with 2 tiles on a 304-CU device, a split pays from about 10 K blocks on).
 SHAPES = ({"m": 64, "n": 64, "k": 128}, {"m": 128, "n": 192, "k": 256}, {"m": 64, "n": 576, "k": 256})
+LONG_K = {"m": 128, "n": 128, "k": 2304}
 PROFILES = ("spec", "full_range", "outliers", "zeros")
 # Per template, the default and points that between them take every value of MFMA, LDS_STAGES, PREFETCH, LDS_PAD,
 # SWIZZLE and GROUP_M, and 2 to 8 waves.
@@ -45,7 +47,8 @@ MFMA_FP8_POINTS = (
     {"BM": 128, "BN": 192, "WAVES_M": 2, "WAVES_N": 4, "MFMA": 16, "LDS_STAGES": 1, "PREFETCH": 2, "LDS_PAD": 0,
      "SWIZZLE": 0, "GROUP_M": 8},
     {"BM": 64, "BN": 64, "WAVES_M": 2, "WAVES_N": 2, "MFMA": 32, "LDS_STAGES": 2, "PREFETCH": 2, "LDS_PAD": 0,
-     "SWIZZLE": 1, "GROUP_M": 4},
+     "SWIZZLE": 1, "GROUP_M": 4, "SPLIT_K": 8},
+    {"SPLIT_K": 4},
 )  # fmt: skip
 CASES = {
     ("fp8_gemm", "mfma_fp8"): MFMA_FP8_POINTS,
@@ -147,10 +150,12 @@ def run_case(library: Path, problem_name: str, shape: dict, profile: str, seed: 
 
 def _runs(label: str) -> list[tuple[dict, str]]:
     """Each shape on the challenge's inputs; the input profiles on the shape with a partial scale block. The
-    one-thread-per-output naive kernels (a workgroup of 256 threads per 16 x 16 outputs) on the first shape only."""
+    one-thread-per-output naive kernels (a workgroup of 256 threads per 16 x 16 outputs) on the first shape only;
+    the points with split-K also on LONG_K, where it splits."""
     if "naive" in label:
         return [(SHAPES[0], "spec")]
-    return [(shape, "spec") for shape in SHAPES] + [(SHAPES[2], profile) for profile in PROFILES[1:]]
+    runs = [(shape, "spec") for shape in SHAPES] + [(SHAPES[2], profile) for profile in PROFILES[1:]]
+    return runs + ([(LONG_K, "spec"), (LONG_K, "zeros")] if "SPLIT_K" in label else [])
 
 
 @pytest.mark.parametrize("label", list(SOURCES), ids=list(SOURCES))
@@ -163,9 +168,9 @@ def test_a_hip_kernel_matches_the_reference_on_the_emulator(emulated, label):
         assert result["ok"], f"{label} {shape} {profile}: {result['report']}"
 
 
-def _broken(tmp_path, problem: str, old: str, new: str) -> Path:
-    """mfma_fp8's default with one line changed, built against the emulator."""
-    source = SOURCES[_label(problem, "mfma_fp8", {})][1]
+def _broken(tmp_path, problem: str, old: str, new: str, point: dict | None = None) -> Path:
+    """mfma_fp8 at `point` (default: its default) with one line changed, built against the emulator."""
+    source = SOURCES[_label(problem, "mfma_fp8", point or {})][1]
     assert source.count(old) == 1, old
     library = _build(source.replace(old, new), tmp_path / "broken", _layout_header(tmp_path / "layouts.h"))
     assert isinstance(library, Path), library
@@ -210,3 +215,14 @@ def test_the_mfma_tables_place_every_element_once():
             assert (len(table), len(table[0])) == (rows, cols), (name, matrix)
             places = {tuple(entry) for row in table for entry in row}
             assert len(places) == rows * cols == 64 * per_lane, (name, matrix)
+
+
+def test_the_emulator_catches_a_split_k_sum_that_leaves_out_a_split(tmp_path):
+    """The tile's last workgroup skipping the first split's partial: right where the shape is not split (so the
+    split-K path is what the long-K case runs), wrong on LONG_K."""
+    add = "acc[fm][fn][r] = sp == 0 ? v : acc[fm][fn][r] + v;"
+    library = _broken(
+        tmp_path, "fp8_gemm_kmajor", add, "acc[fm][fn][r] = sp <= 1 ? v : acc[fm][fn][r] + v;", {"SPLIT_K": 4}
+    )
+    assert run_case(library, "fp8_gemm_kmajor", SHAPES[0], "spec")["ok"]
+    assert not run_case(library, "fp8_gemm_kmajor", LONG_K, "spec")["ok"]

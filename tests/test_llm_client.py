@@ -27,7 +27,7 @@ def endpoint(monkeypatch):
     def start(answers, **options):
         server = ScriptedLlmServer({"selector": answers, "options": options}).start()
         servers.append(server)
-        config = load_config(env={}, base_url=server.base_url, model="m", api_key_env="KSCI_TEST_KEY", timeout_s=1.0)
+        config = load_config(env={}, base_url=server.base_url, model="m", api_key_env="KSCI_TEST_KEY", timeout_s=5.0)
         return server, config.stage("selector")
 
     yield start
@@ -50,7 +50,7 @@ def test_a_structured_answer_comes_back_with_usage_and_cost(endpoint):
         ({"status": 429}, "rate_limit"),
         ({"status": 500}, "http_500"),
         ({"status": 503}, "http_503"),
-        ({"sleep": 2.5}, "timeout"),
+        ({"sleep": 6.5}, "timeout"),  # past the 5 s deadline (1 s was missed by an honest answer on a busy CI)
     ],
 )
 def test_transient_failures_are_values_that_say_so_for_prefect_to_retry(endpoint, answer, kind):

@@ -5,24 +5,32 @@
 // hardware's rounding inside an MFMA (it sums each product in double and rounds once), anything not below.
 //
 // - Workgroups run one after the other; __shared__ variables are function statics (one workgroup's LDS at a time).
+// - Its threads run at nice 19, so that tests running beside it keep their CPU.
 // - __syncthreads is a barrier of the workgroup's threads.
 // - The MFMA (KSCI_EMULATE_MFMA, called by the templates' host path) is wave-wide: every lane of a wave deposits
 //   its operands, a barrier of the wave's 64 threads, then each lane computes its own result elements from all the
 //   lanes' operands, and a second barrier before the slots are reused. Where each element of A, B and D lives
 //   (lane, register, byte) comes from AMD's Matrix Instruction Calculator (tests/data/mfma_layouts.json), written
 //   into KSCI_MFMA_LAYOUTS (a header the test generates) as the tables below read them.
+// - Atomics and __threadfence are the host's (sequentially consistent); hipMalloc is malloc.
 // - FP8 is e4m3fnuz (bias 8, 0x80 the only NaN, no infinities), what the CDNA3 fp8 MFMA reads.
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
+
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define __global__
 #define __device__
@@ -77,6 +85,9 @@ void launch(Kernel kernel, dim3 grid, dim3 block, Args... args) {
                 pool.reserve(threads);
                 for (int t = 0; t < threads; ++t)
                     pool.emplace_back([&, t] {
+                        // At the lowest priority: the emulator's hundreds of threads must not starve the tests
+                        // beside it that have deadlines (a Linux thread is a task of its own here).
+                        setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
                         thread_idx = dim3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
                         block_idx = dim3(bx, by, bz);
                         linear_tid = t;
@@ -161,7 +172,40 @@ Acc mfma_fp8(int64_t a, int64_t b, Acc c) {
     ksci_hip::launch(kernel, dim3(grid), dim3(block), __VA_ARGS__)
 
 inline void __syncthreads() { ksci_hip::workgroup->block.arrive_and_wait(); }
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline int atomicAdd(int* address, int value) { return __atomic_fetch_add(address, value, __ATOMIC_SEQ_CST); }
+inline int atomicExch(int* address, int value) { return __atomic_exchange_n(address, value, __ATOMIC_SEQ_CST); }
 inline hipError_t hipGetLastError() { return hipSuccess; }
+
+// Device memory is host memory here; the device is an MI300X as far as its size goes (304 CUs), one workgroup at
+// a time per CU.
+enum hipDeviceAttribute_t { hipDeviceAttributeMultiprocessorCount };
+inline hipError_t hipGetDevice(int* device) {
+    *device = 0;
+    return hipSuccess;
+}
+inline hipError_t hipDeviceGetAttribute(int* value, hipDeviceAttribute_t attribute, int) {
+    *value = attribute == hipDeviceAttributeMultiprocessorCount ? 304 : 0;
+    return hipSuccess;
+}
+template <class Kernel>
+hipError_t hipOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, Kernel, int, size_t) {
+    *blocks = 1;
+    return hipSuccess;
+}
+template <class T>
+hipError_t hipMalloc(T** pointer, size_t bytes) {
+    *pointer = static_cast<T*>(std::malloc(bytes));
+    return *pointer ? hipSuccess : 2;  // hipErrorOutOfMemory
+}
+inline hipError_t hipFree(void* pointer) {
+    std::free(pointer);
+    return hipSuccess;
+}
+inline hipError_t hipMemsetAsync(void* pointer, int value, size_t bytes, hipStream_t) {
+    std::memset(pointer, value, bytes);
+    return hipSuccess;
+}
 inline float __uint_as_float(uint32_t u) {
     float f;
     std::memcpy(&f, &u, sizeof f);
