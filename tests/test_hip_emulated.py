@@ -1,11 +1,13 @@
-"""The HIP templates of the FP8 GEMMs, run on the CPU against the problem's reference (no AMD GPU is reachable).
+"""Every HIP template and HIP solution, run on the CPU against the problem's reference (no AMD GPU is reachable).
 
 tests/support/hip_cpu/hip/hip_runtime.h is a CPU emulator of the part of HIP the templates use: every thread of a
 workgroup a std::thread, __syncthreads a barrier, the FP8 MFMA wave-wide, with each element of A, B and D where
 AMD's Matrix Instruction Calculator says it lives (tests/data/mfma_layouts.json, written by
-tests/support/make_mfma_layouts.py). A template's kernel is rendered, built for the host with clang++-19 and called
-through its entry point on the problem's own inputs (reference.generate_input on the CPU, e4m3fnuz as on MI300)
-and compared with reference.reference under the problem's ROCm tolerance, as the harness compares on a GPU. So the
+tests/support/make_mfma_layouts.py), __shfl_xor wave-wide too. A template's kernel is rendered, built for the host
+with clang++-19 (its `kernel<<<...>>>(...)` launches, which plain C++ cannot parse, written as hipLaunchKernelGGL)
+and called through its entry point on the problem's own inputs (reference.generate_input on the CPU, e4m3fnuz as on
+MI300) and compared with reference.reference under the problem's ROCm tolerance, as the harness compares on a GPU,
+on every input profile the problem declares. So the
 indexing, staging, swizzles, scales, partial tiles and epilogue of each point are checked; timing, the compiler's
 device code and the hardware's rounding inside an MFMA are not (tests/test_hip_gfx942.py compile-checks the device
 code for gfx942). The last tests show the emulator catching kernels that are wrong in ways a compile check cannot.
@@ -17,6 +19,7 @@ import concurrent.futures
 import ctypes
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -32,12 +35,17 @@ LAYOUTS = ROOT / "tests" / "data" / "mfma_layouts.json"
 INSTRUCTIONS = {32: "v_mfma_f32_32x32x16_fp8_fp8", 16: "v_mfma_f32_16x16x32_fp8_fp8"}
 pytestmark = [pytest.mark.clang_host]
 
-# Small shapes that still reach every edge: one partial tile (64 x 64), two K blocks with a partial N tile
-# (192 = 128 + 64), N = 576, whose last 128-wide scale block of B is half full, and K = 2304: 18 K blocks, which
-# choose_splits cuts into SPLIT_K parts (with 2 tiles on a 304-CU device, a split pays from about 10 K blocks on).
-SHAPES = ({"m": 64, "n": 64, "k": 128}, {"m": 128, "n": 192, "k": 256}, {"m": 64, "n": 576, "k": 256})
+# Small shapes that still reach every edge. The GEMMs: one partial tile (64 x 64), two K blocks with a partial N
+# tile (192 = 128 + 64), N = 576, whose last 128-wide scale block of B is half full, and K = 2304: 18 K blocks, which
+# choose_splits cuts into SPLIT_K parts (with 1 tile on a 304-CU device, a split pays from about 10 K blocks on).
+# rmsnorm: one row, and three rows of 1032 columns (not a multiple of 256; an odd row count for 2 rows a block).
+GEMM_SHAPES = ({"m": 64, "n": 64, "k": 128}, {"m": 128, "n": 192, "k": 256}, {"m": 64, "n": 576, "k": 256})
+SHAPES = {
+    "fp8_gemm": GEMM_SHAPES,
+    "fp8_gemm_kmajor": GEMM_SHAPES,
+    "rmsnorm": ({"rows": 1, "cols": 2048}, {"rows": 3, "cols": 1032}),
+}
 LONG_K = {"m": 128, "n": 128, "k": 2304}
-PROFILES = ("spec", "full_range", "outliers", "zeros")
 # Per template, the default and points that between them take every value of MFMA, LDS_STAGES, PREFETCH, LDS_PAD,
 # SWIZZLE and GROUP_M, and 2 to 8 waves.
 MFMA_FP8_POINTS = (
@@ -56,7 +64,10 @@ CASES = {
     ("fp8_gemm", "mfma"): ({}, {"BM": 64, "BN": 64, "WAVES_M": 1, "WAVES_N": 2, "LDS_PAD": 0}),
     ("fp8_gemm", "naive"): ({},),
     ("fp8_gemm_kmajor", "naive"): ({},),
+    ("rmsnorm", "naive"): ({}, {"THREADS": 64}),
+    ("rmsnorm", "vectorized"): ({}, {"THREADS": 128, "ROWS_PER_BLOCK": 2}, {"THREADS": 1024, "ROWS_PER_BLOCK": 4}),
 }
+SOLUTIONS = (("fp8_gemm", "lds_tiled.hip"), ("rmsnorm", "block_per_row.hip"))  # solutions/correct/
 
 
 def _layout_header(path: Path) -> Path:
@@ -82,7 +93,9 @@ def _layout_header(path: Path) -> Path:
 def _build(source: str, folder: Path, header: Path) -> Path | str:
     """The source built for the host against the emulator; the library's path, or the compiler's errors."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "kernel.cpp").write_text(source)
+    (folder / "kernel.cpp").write_text(
+        re.sub(r"(\w+)<<<(.*?)>>>\(", r"hipLaunchKernelGGL(\1, \2, ", source, flags=re.S)
+    )
     library = folder / "kernel.so"
     argv = ["clang++-19", "-std=c++20", "-O1", "-fPIC", "-shared", "-pthread", "-w", f"-I{EMULATOR}"]
     argv += [f'-DKSCI_MFMA_LAYOUTS="{header}"', "-x", "c++", str(folder / "kernel.cpp"), "-o", str(library)]
@@ -104,8 +117,9 @@ def _sources() -> dict[str, tuple[str, str]]:
             params = {**template.default, **point}
             assert template.feasible(params), f"{name}/{template_name}: {params} breaks a declared constraint"
             sources[_label(name, template_name, point)] = (name, render_kernel(template, params))
-    solution = ROOT / "kernels" / "fp8_gemm" / "solutions" / "correct" / "lds_tiled.hip"
-    sources["fp8_gemm/solutions/correct/lds_tiled.hip"] = ("fp8_gemm", solution.read_text())
+    for name, file in SOLUTIONS:
+        path = ROOT / "kernels" / name / "solutions" / "correct" / file
+        sources[f"{name}/solutions/correct/{file}"] = (name, path.read_text())
     return sources
 
 
@@ -130,8 +144,9 @@ def run_case(library: Path, problem_name: str, shape: dict, profile: str, seed: 
     problem = load_problem(problem_name)
     ref = problem.reference_module()
     inputs = ref.generate_input(shape, seed, "rocm", "cpu", **({} if profile == "spec" else {"profile": profile}))
-    expected = ref.reference(inputs)["c"]
-    inputs["c"].fill_(float("nan"))  # what the kernel leaves unwritten cannot pass
+    expected = ref.reference(inputs)
+    for name in problem.outputs:
+        inputs[name].fill_(float("nan"))  # what the kernel leaves unwritten cannot pass
     entry = getattr(ctypes.CDLL(str(library)), problem.entry_name)
     entry.restype = ctypes.c_int
     args = []
@@ -144,17 +159,20 @@ def run_case(library: Path, problem_name: str, shape: dict, profile: str, seed: 
             args.append(ctypes.c_int(int(shape[name])))
     assert entry(*args) == 0
     tol = problem.tolerance("rocm")
-    magnitude = lambda: ref.magnitude(inputs)["c"]  # noqa: E731
-    return compare(inputs["c"], expected, tol.rtol, tol.atol, tol.atol_rms, tol.acc_rtol, magnitude)
+    (output,) = problem.outputs
+    magnitude = (lambda: ref.magnitude(inputs)[output]) if hasattr(ref, "magnitude") else None
+    return compare(inputs[output], expected[output], tol.rtol, tol.atol, tol.atol_rms, tol.acc_rtol, magnitude)
 
 
 def _runs(label: str) -> list[tuple[dict, str]]:
-    """Each shape on the challenge's inputs; the input profiles on the shape with a partial scale block. The
-    one-thread-per-output naive kernels (a workgroup of 256 threads per 16 x 16 outputs) on the first shape only;
-    the points with split-K also on LONG_K, where it splits."""
-    if "naive" in label:
-        return [(SHAPES[0], "spec")]
-    runs = [(shape, "spec") for shape in SHAPES] + [(SHAPES[2], profile) for profile in PROFILES[1:]]
+    """Each shape on the challenge's inputs; every other input profile on the last shape (for the GEMMs, the one
+    with a partial scale block). The GEMMs' one-thread-per-output naive kernels (a workgroup of 256 threads per
+    16 x 16 outputs) on the first shape only; the points with split-K also on LONG_K, where it splits."""
+    name = SOURCES[label][0]
+    shapes, profiles = SHAPES[name], load_problem(name).inputs
+    if name.startswith("fp8_gemm") and "naive" in label:
+        return [(shapes[0], "spec")]
+    runs = [(shape, "spec") for shape in shapes] + [(shapes[-1], p) for p in profiles if p != "spec"]
     return runs + ([(LONG_K, "spec"), (LONG_K, "zeros")] if "SPLIT_K" in label else [])
 
 
@@ -182,7 +200,7 @@ def test_the_emulator_catches_operands_that_disagree_on_k(tmp_path):
     passes it: the code is as valid as before)."""
     read_b = "bv[fn] = *(const u32x4*)(tile_b + lds_offset(wave_n * WN + fn * MFMA + frag_row, chunk));"
     library = _broken(tmp_path, "fp8_gemm", read_b, read_b.replace(", chunk)", ", chunk ^ 1)"))
-    result = run_case(library, "fp8_gemm", SHAPES[0], "spec")
+    result = run_case(library, "fp8_gemm", GEMM_SHAPES[0], "spec")
     assert not result["ok"] and result["mismatches"] > 0.9 * 64 * 64
 
 
@@ -190,7 +208,7 @@ def test_the_emulator_catches_a_k_major_staging_with_the_column_major_stride(tmp
     """The K-major staging stepping rows by M (the column-major layout's leading dimension) instead of K."""
     step = "g + (size_t)row * (size_t)k + kbase"
     library = _broken(tmp_path, "fp8_gemm_kmajor", step, "g + (size_t)row * (size_t)rows + kbase")
-    result = run_case(library, "fp8_gemm_kmajor", SHAPES[1], "spec")
+    result = run_case(library, "fp8_gemm_kmajor", GEMM_SHAPES[1], "spec")
     assert not result["ok"]
 
 
@@ -200,8 +218,8 @@ def test_the_emulator_catches_scales_of_the_wrong_k_block(tmp_path):
     read = "*(const floatx4*)(a_scale + row + (size_t)kb * m)"
     late = "*(const floatx4*)(a_scale + row + (size_t)(kb > 0 ? kb - 1 : 0) * m)"
     library = _broken(tmp_path, "fp8_gemm", read, late)
-    assert run_case(library, "fp8_gemm", SHAPES[0], "spec")["ok"]  # one K block: nothing to get wrong
-    assert not run_case(library, "fp8_gemm", SHAPES[1], "spec")["ok"]
+    assert run_case(library, "fp8_gemm", GEMM_SHAPES[0], "spec")["ok"]  # one K block: nothing to get wrong
+    assert not run_case(library, "fp8_gemm", GEMM_SHAPES[1], "spec")["ok"]
 
 
 def test_the_mfma_tables_place_every_element_once():
@@ -224,5 +242,19 @@ def test_the_emulator_catches_a_split_k_sum_that_leaves_out_a_split(tmp_path):
     library = _broken(
         tmp_path, "fp8_gemm_kmajor", add, "acc[fm][fn][r] = sp <= 1 ? v : acc[fm][fn][r] + v;", {"SPLIT_K": 4}
     )
-    assert run_case(library, "fp8_gemm_kmajor", SHAPES[0], "spec")["ok"]
+    assert run_case(library, "fp8_gemm_kmajor", GEMM_SHAPES[0], "spec")["ok"]
     assert not run_case(library, "fp8_gemm_kmajor", LONG_K, "spec")["ok"]
+
+
+def test_the_emulator_catches_a_wave_reduction_that_shuffles_with_itself(tmp_path):
+    """rmsnorm's vectorized wave sum reading its own lane instead of lane ^ offset: each lane's "sum" is then its own
+    value times the wave size, so the row's mean square and every output are wrong."""
+    template = load_problem("rmsnorm").template("hip", "vectorized")
+    source = render_kernel(template, template.default)
+    shuffle = "v += __shfl_xor(v, offset, WARP);"
+    assert source.count(shuffle) == 1
+    library = _build(
+        source.replace(shuffle, "v += __shfl_xor(v, 0, WARP);"), tmp_path / "broken", _layout_header(tmp_path / "l.h")
+    )
+    assert isinstance(library, Path), library
+    assert not run_case(library, "rmsnorm", SHAPES["rmsnorm"][0], "spec")["ok"]

@@ -7,6 +7,7 @@
 // - Workgroups run one after the other; __shared__ variables are function statics (one workgroup's LDS at a time).
 // - Its threads run at nice 19, so that tests running beside it keep their CPU.
 // - __syncthreads is a barrier of the workgroup's threads.
+// - __shfl_xor is wave-wide too: each lane deposits its value, a barrier, each reads its partner's.
 // - The MFMA (KSCI_EMULATE_MFMA, called by the templates' host path) is wave-wide: every lane of a wave deposits
 //   its operands, a barrier of the wave's 64 threads, then each lane computes its own result elements from all the
 //   lanes' operands, and a second barrier before the slots are reused. Where each element of A, B and D lives
@@ -54,6 +55,7 @@ constexpr int WAVE = 64;
 struct WaveSlots {
     int64_t a[WAVE], b[WAVE];
     float c[WAVE][16];
+    uint64_t shuffled[WAVE];
 };
 
 struct Workgroup {
@@ -160,6 +162,21 @@ Acc mfma_fp8(int64_t a, int64_t b, Acc c) {
     return d;
 }
 
+// __shfl_xor: every lane of the wave deposits its value, then reads lane ^ mask's (within its `width` segment).
+template <class T>
+T shfl_xor(T value, int mask, int width) {
+    static_assert(sizeof(T) <= sizeof(uint64_t), "a shuffled value is at most 8 bytes");
+    const int wave = linear_tid / WAVE, lane = linear_tid % WAVE;
+    WaveSlots& slots = workgroup->slots[wave];
+    std::memcpy(&slots.shuffled[lane], &value, sizeof(T));
+    workgroup->waves[wave]->arrive_and_wait();
+    const int source = (lane & ~(width - 1)) | ((lane ^ mask) & (width - 1));
+    T got;
+    std::memcpy(&got, &slots.shuffled[source], sizeof(T));
+    workgroup->waves[wave]->arrive_and_wait();
+    return got;
+}
+
 }  // namespace ksci_hip
 
 #define threadIdx ksci_hip::thread_idx
@@ -172,6 +189,15 @@ Acc mfma_fp8(int64_t a, int64_t b, Acc c) {
     ksci_hip::launch(kernel, dim3(grid), dim3(block), __VA_ARGS__)
 
 inline void __syncthreads() { ksci_hip::workgroup->block.arrive_and_wait(); }
+template <class T>
+T __shfl_xor(T value, int mask, int width = ksci_hip::WAVE) {
+    return ksci_hip::shfl_xor(value, mask, width);
+}
+inline float rsqrtf(float v) { return 1.0f / std::sqrt(v); }
+struct uint4 {
+    unsigned x, y, z, w;
+};
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline int atomicAdd(int* address, int value) { return __atomic_fetch_add(address, value, __ATOMIC_SEQ_CST); }
 inline int atomicExch(int* address, int value) { return __atomic_exchange_n(address, value, __ATOMIC_SEQ_CST); }
