@@ -27,7 +27,7 @@ import pytest
 
 from ksci.evaluate.harness.check import compare
 from ksci.problem.render import render_kernel
-from ksci.problem.spec import load_problem
+from ksci.problem.spec import list_problems, load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 EMULATOR = ROOT / "tests" / "support" / "hip_cpu"
@@ -258,3 +258,14 @@ def test_the_emulator_catches_a_wave_reduction_that_shuffles_with_itself(tmp_pat
     )
     assert isinstance(library, Path), library
     assert not run_case(library, "rmsnorm", SHAPES["rmsnorm"][0], "spec")["ok"]
+
+
+def test_every_hip_template_and_correct_hip_solution_is_among_the_cases():
+    """A HIP template or solution added later joins the cases above, or this fails."""
+    for name in list_problems():
+        problem = load_problem(name)
+        for template in problem.templates_for("hip"):
+            assert (name, template.name) in CASES, f"{name}/{template.name} is not emulated"
+        for path in problem.solutions("correct"):
+            if path.suffix == ".hip":
+                assert (name, path.name) in SOLUTIONS, f"{name}/solutions/correct/{path.name} is not emulated"
