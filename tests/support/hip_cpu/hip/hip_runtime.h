@@ -113,8 +113,8 @@ inline uint8_t byte_of(int64_t operand, int reg, int byte) {
     return uint8_t(uint64_t(operand) >> (32 * reg + 8 * byte));
 }
 
-// The tables, from KSCI_MFMA_LAYOUTS: for an F x F x K instruction, A_LOC[i][k] and B_LOC[k][j] = {lane,
-// register, byte}; D_AT[lane][register] = {i, j}.
+// The tables, from KSCI_MFMA_LAYOUTS: for an F x F x K instruction, mfmaF_a[i][k] and mfmaF_b[k][j] = {lane,
+// register, byte}; mfmaF_d[lane][register] = {i, j}.
 #include KSCI_MFMA_LAYOUTS
 
 template <int F, int K>
