@@ -13,7 +13,7 @@ from ksci.embedded import configure_prefect
 
 configure_prefect()
 
-from prefect.testing.utilities import prefect_test_harness  # noqa: E402
+from support.prefect_harness import prefect_harness  # noqa: E402
 
 import tasks.cache_keys as cache_keys  # noqa: E402
 from flows.evolve import evolve  # noqa: E402
@@ -145,7 +145,7 @@ def test_the_verdict_key_leaves_out_the_gpus_and_the_store_but_not_the_backend()
 
 @pytest.fixture(scope="module")
 def prefect():
-    with prefect_test_harness(server_startup_timeout=180):
+    with prefect_harness():
         yield
 
 

@@ -23,8 +23,8 @@ from ksci.embedded import configure_prefect
 
 configure_prefect()
 
-from prefect.testing.utilities import prefect_test_harness  # noqa: E402
 from support.fp8_gemm_script import FAILED_ONCE, PLAN, _design, _plan, demo_config_toml  # noqa: E402
+from support.prefect_harness import prefect_harness  # noqa: E402
 from support.scripted_llm_server import ScriptedLlmServer  # noqa: E402
 
 from flows.evolve import evolve  # noqa: E402
@@ -90,7 +90,7 @@ def cheating_script(simulate: bool) -> dict:
 
 @pytest.fixture(scope="module")
 def harness():
-    with prefect_test_harness(server_startup_timeout=180):
+    with prefect_harness():
         yield
 
 

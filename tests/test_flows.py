@@ -11,7 +11,7 @@ from ksci.embedded import configure_prefect
 
 configure_prefect()
 
-from prefect.testing.utilities import prefect_test_harness  # noqa: E402
+from support.prefect_harness import prefect_harness  # noqa: E402
 
 from flows.evolve import evolve  # noqa: E402
 from ksci.lineage.store import LineageStore  # noqa: E402
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module", autouse=True)
 def harness():
-    with prefect_test_harness(server_startup_timeout=180):
+    with prefect_harness():
         yield
 
 

@@ -14,8 +14,8 @@ from ksci.embedded import configure_prefect
 
 configure_prefect()
 
-from prefect.testing.utilities import prefect_test_harness  # noqa: E402
 from support.fp8_gemm_script import demo_config_toml, demo_script  # noqa: E402
+from support.prefect_harness import prefect_harness  # noqa: E402
 from support.scripted_llm_server import ScriptedLlmServer  # noqa: E402
 
 from flows.evolve import evolve  # noqa: E402
@@ -30,7 +30,7 @@ TIMEOUT_S = 2.0
 
 @pytest.fixture(scope="module", autouse=True)
 def harness():
-    with prefect_test_harness(server_startup_timeout=180):
+    with prefect_harness():
         yield
 
 

@@ -10,10 +10,10 @@ from ksci.embedded import configure_prefect
 
 configure_prefect()
 
-from prefect.testing.utilities import prefect_test_harness  # noqa: E402
 from support.fp8_gemm_script import demo_config_toml  # noqa: E402
 from support.imported_problems import import_all  # noqa: E402
 from support.imported_script import first_kernels, imported_script, written_id  # noqa: E402
+from support.prefect_harness import prefect_harness  # noqa: E402
 from support.scripted_llm_server import ScriptedLlmServer  # noqa: E402
 
 from flows.evolve import evolve  # noqa: E402
@@ -28,7 +28,7 @@ PROBLEM = "level2_gemm_multiply_leakyrelu"
 
 @pytest.fixture(scope="module", autouse=True)
 def harness():
-    with prefect_test_harness(server_startup_timeout=180):
+    with prefect_harness():
         yield
 
 
