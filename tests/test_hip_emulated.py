@@ -7,10 +7,9 @@ tests/support/make_mfma_layouts.py), __shfl_xor wave-wide too. A template's kern
 with clang++-19 (its `kernel<<<...>>>(...)` launches, which plain C++ cannot parse, written as hipLaunchKernelGGL)
 and called through its entry point on the problem's own inputs (reference.generate_input on the CPU, e4m3fnuz as on
 MI300) and compared with reference.reference under the problem's ROCm tolerance, as the harness compares on a GPU,
-on every input profile the problem declares. So the
-indexing, staging, swizzles, scales, partial tiles and epilogue of each point are checked; timing, the compiler's
-device code and the hardware's rounding inside an MFMA are not (tests/test_hip_gfx942.py compile-checks the device
-code for gfx942). The last tests show the emulator catching kernels that are wrong in ways a compile check cannot.
+on every input profile the problem declares. So the indexing, staging, swizzles, scales, reductions, partial tiles
+and epilogue of each point are checked; timing, the compiler's device code and the hardware's rounding inside an
+MFMA are not (tests/test_hip_gfx942.py compile-checks the device code for gfx942). The last tests show the emulator catching kernels that are wrong in ways a compile check cannot.
 """
 
 from __future__ import annotations
@@ -127,10 +126,14 @@ SOURCES = _sources()
 
 
 @pytest.fixture(scope="session")
-def emulated(tmp_path_factory) -> dict[str, Path | str]:
+def layout_header(tmp_path_factory) -> Path:
+    return _layout_header(tmp_path_factory.mktemp("mfma-layouts") / "mfma_layouts.h")
+
+
+@pytest.fixture(scope="session")
+def emulated(tmp_path_factory, layout_header) -> dict[str, Path | str]:
     """Every source built once, in parallel: label -> library (or the compiler's errors)."""
-    work = tmp_path_factory.mktemp("hip-emulated")
-    header = _layout_header(work / "mfma_layouts.h")
+    work, header = tmp_path_factory.mktemp("hip-emulated"), layout_header
     with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
         futures = {
             label: pool.submit(_build, source, work / f"case{i}", header)
@@ -186,38 +189,42 @@ def test_a_hip_kernel_matches_the_reference_on_the_emulator(emulated, label):
         assert result["ok"], f"{label} {shape} {profile}: {result['report']}"
 
 
-def _broken(tmp_path, problem: str, old: str, new: str, point: dict | None = None) -> Path:
-    """mfma_fp8 at `point` (default: its default) with one line changed, built against the emulator."""
-    source = SOURCES[_label(problem, "mfma_fp8", point or {})][1]
+def _broken(folder: Path, header: Path, label: str, old: str, new: str) -> Path:
+    """The case `label`'s source with one line changed, built against the emulator."""
+    source = SOURCES[label][1]
     assert source.count(old) == 1, old
-    library = _build(source.replace(old, new), tmp_path / "broken", _layout_header(tmp_path / "layouts.h"))
+    library = _build(source.replace(old, new), folder, header)
     assert isinstance(library, Path), library
     return library
 
 
-def test_the_emulator_catches_operands_that_disagree_on_k(tmp_path):
+def test_the_emulator_catches_operands_that_disagree_on_k(tmp_path, layout_header):
     """B's fragments read the neighbouring 16-byte chunk of k: every product pairs the wrong k (a compile check
     passes it: the code is as valid as before)."""
     read_b = "bv[fn] = *(const u32x4*)(tile_b + lds_offset(wave_n * WN + fn * MFMA + frag_row, chunk));"
-    library = _broken(tmp_path, "fp8_gemm", read_b, read_b.replace(", chunk)", ", chunk ^ 1)"))
+    library = _broken(
+        tmp_path, layout_header, "fp8_gemm/mfma_fp8[]", read_b, read_b.replace(", chunk)", ", chunk ^ 1)")
+    )
     result = run_case(library, "fp8_gemm", GEMM_SHAPES[0], "spec")
     assert not result["ok"] and result["mismatches"] > 0.9 * 64 * 64
 
 
-def test_the_emulator_catches_a_k_major_staging_with_the_column_major_stride(tmp_path):
+def test_the_emulator_catches_a_k_major_staging_with_the_column_major_stride(tmp_path, layout_header):
     """The K-major staging stepping rows by M (the column-major layout's leading dimension) instead of K."""
     step = "g + (size_t)row * (size_t)k + kbase"
-    library = _broken(tmp_path, "fp8_gemm_kmajor", step, "g + (size_t)row * (size_t)rows + kbase")
+    library = _broken(
+        tmp_path, layout_header, "fp8_gemm_kmajor/mfma_fp8[]", step, step.replace("(size_t)k", "(size_t)rows")
+    )
     result = run_case(library, "fp8_gemm_kmajor", GEMM_SHAPES[1], "spec")
     assert not result["ok"]
 
 
-def test_the_emulator_catches_scales_of_the_wrong_k_block(tmp_path):
+def test_the_emulator_catches_scales_of_the_wrong_k_block(tmp_path, layout_header):
     """A scales read one K block late (the last block's row of a_scale repeats): right on K = 128, wrong from the
     second block on, as kernels/fp8_gemm_kmajor/solutions/wrong/scale_off_by_one.cu plays on CUDA."""
     read = "*(const floatx4*)(a_scale + row + (size_t)kb * m)"
     late = "*(const floatx4*)(a_scale + row + (size_t)(kb > 0 ? kb - 1 : 0) * m)"
-    library = _broken(tmp_path, "fp8_gemm", read, late)
+    library = _broken(tmp_path, layout_header, "fp8_gemm/mfma_fp8[]", read, late)
     assert run_case(library, "fp8_gemm", GEMM_SHAPES[0], "spec")["ok"]  # one K block: nothing to get wrong
     assert not run_case(library, "fp8_gemm", GEMM_SHAPES[1], "spec")["ok"]
 
@@ -235,28 +242,21 @@ def test_the_mfma_tables_place_every_element_once():
             assert len(places) == rows * cols == 64 * per_lane, (name, matrix)
 
 
-def test_the_emulator_catches_a_split_k_sum_that_leaves_out_a_split(tmp_path):
+def test_the_emulator_catches_a_split_k_sum_that_leaves_out_a_split(tmp_path, layout_header):
     """The tile's last workgroup skipping the first split's partial: right where the shape is not split (so the
     split-K path is what the long-K case runs), wrong on LONG_K."""
     add = "acc[fm][fn][r] = sp == 0 ? v : acc[fm][fn][r] + v;"
-    library = _broken(
-        tmp_path, "fp8_gemm_kmajor", add, "acc[fm][fn][r] = sp <= 1 ? v : acc[fm][fn][r] + v;", {"SPLIT_K": 4}
-    )
+    skip_first = add.replace("sp == 0", "sp <= 1")
+    library = _broken(tmp_path, layout_header, "fp8_gemm_kmajor/mfma_fp8[SPLIT_K=4]", add, skip_first)
     assert run_case(library, "fp8_gemm_kmajor", GEMM_SHAPES[0], "spec")["ok"]
     assert not run_case(library, "fp8_gemm_kmajor", LONG_K, "spec")["ok"]
 
 
-def test_the_emulator_catches_a_wave_reduction_that_shuffles_with_itself(tmp_path):
+def test_the_emulator_catches_a_wave_reduction_that_shuffles_with_itself(tmp_path, layout_header):
     """rmsnorm's vectorized wave sum reading its own lane instead of lane ^ offset: each lane's "sum" is then its own
     value times the wave size, so the row's mean square and every output are wrong."""
-    template = load_problem("rmsnorm").template("hip", "vectorized")
-    source = render_kernel(template, template.default)
     shuffle = "v += __shfl_xor(v, offset, WARP);"
-    assert source.count(shuffle) == 1
-    library = _build(
-        source.replace(shuffle, "v += __shfl_xor(v, 0, WARP);"), tmp_path / "broken", _layout_header(tmp_path / "l.h")
-    )
-    assert isinstance(library, Path), library
+    library = _broken(tmp_path, layout_header, "rmsnorm/vectorized[]", shuffle, shuffle.replace("offset,", "0,"))
     assert not run_case(library, "rmsnorm", SHAPES["rmsnorm"][0], "spec")["ok"]
 
 
