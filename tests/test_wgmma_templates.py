@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -80,56 +79,3 @@ def test_three_consumer_warpgroups_compile_without_spills(point, tmp_path: Path)
     assert result.ok, result.log[-2000:]
     (kernel,) = [k for k in result.resources if "wgmma" in k.name]
     assert kernel.spill_bytes == 0 and kernel.stack_or_scratch_bytes == 0, result.log[-2000:]
-
-
-# The work schedule (split-K, its tail, stream-K) runs on the host too: tests/data/wgmma_schedule_check.cu, appended
-# to a rendered template, walks every block's units for the plans choose_splits makes and for forced stream-K plans,
-# and checks that every (tile, K block) is computed once and that a tile's units agree on where their partials are.
-SCHEDULE_CHECK = Path(__file__).parent / "data" / "wgmma_schedule_check.cu"
-
-
-def _run_schedule_check(source: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    program = tmp_path / "schedule_check"
-    (tmp_path / "schedule_check.cu").write_text(source + SCHEDULE_CHECK.read_text())
-    nvcc = find_toolchain("cuda").compiler
-    build = subprocess.run(
-        [nvcc, "-std=c++17", "-O1", "-gencode=arch=compute_90a,code=sm_90a", str(tmp_path / "schedule_check.cu"),
-         "-o", str(program)],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert build.returncode == 0, build.stderr[-2000:]
-    return subprocess.run([str(program)], capture_output=True, text=True, timeout=300)
-
-
-@pytest.mark.nvcc
-@pytest.mark.parametrize("cluster", [1, 2])
-def test_every_k_block_of_every_tile_is_computed_once(cluster, tmp_path: Path):
-    template = load_problem("fp8_gemm_kmajor").template("cuda", "wgmma")
-    source = render_kernel(template, {**template.default, "STREAM_K": 1, "SPLIT_K": 8, "CLUSTER": cluster})
-    run = _run_schedule_check(source, tmp_path)
-    assert run.returncode == 0, run.stdout[-3000:]
-    assert int(run.stdout.split("checked ")[-1]) > 1000
-
-
-@pytest.mark.nvcc
-@pytest.mark.parametrize(
-    ("right", "broken", "symptom"),
-    [
-        # the tile's first unit's partial written to its block's first slot, though that block began in an earlier
-        # tile (whose partial is there)
-        ("(2 * c + (sp == 0 && range_start(first) < lo ? 1 : 0))", "(2 * c)", "used twice"),
-        # one K block short at the end of every stream-K range that ends inside a tile
-        (
-            "r.kb1 = min(s1, hi) - lo;",
-            "r.kb1 = min(s1 - (s1 < hi ? 1 : 0), hi) - lo;",
-            "computed 0 times",
-        ),
-    ],
-    ids=["slot", "range"],
-)
-def test_the_schedule_check_catches_a_broken_schedule(right, broken, symptom, tmp_path: Path):
-    template = load_problem("fp8_gemm_kmajor").template("cuda", "wgmma")
-    source = render_kernel(template, {**template.default, "STREAM_K": 1})
-    assert source.count(right) == 1
-    run = _run_schedule_check(source.replace(right, broken), tmp_path)
-    assert run.returncode == 1 and symptom in run.stdout, run.stdout[-3000:]
