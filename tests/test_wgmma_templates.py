@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ksci.evaluate.compile import compile_source
+from ksci.evaluate.libcheck import check_library
 from ksci.evaluate.screen import screen_source
 from ksci.evaluate.toolchain import find_toolchain
 from ksci.problem.render import render_kernel
@@ -49,6 +50,9 @@ def test_allowed_points_pass_the_screen_and_compile(template, params, tmp_path: 
     assert screen_source(source).ok, screen_source(source).message
     result = compile_source(source, find_toolchain("cuda"), "sm_90a", tmp_path)
     assert result.ok, result.log[-2000:]
+    # what the library imports (cudaLaunchKernelExC for the launch, PDL or not) is on the harness's allowlist
+    library = check_library(result.library, "cuda")
+    assert library.ok, library.reasons
 
 
 @pytest.mark.nvcc
