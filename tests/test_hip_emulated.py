@@ -9,7 +9,8 @@ and called through its entry point on the problem's own inputs (reference.genera
 MI300) and compared with reference.reference under the problem's ROCm tolerance, as the harness compares on a GPU,
 on every input profile the problem declares. So the indexing, staging, swizzles, scales, reductions, partial tiles
 and epilogue of each point are checked; timing, the compiler's device code and the hardware's rounding inside an
-MFMA are not (tests/test_hip_gfx942.py compile-checks the device code for gfx942). The last tests show the emulator catching kernels that are wrong in ways a compile check cannot.
+MFMA are not (tests/test_hip_gfx942.py compile-checks the device code for gfx942). The last tests show the emulator
+catching kernels that are wrong in ways a compile check cannot.
 """
 
 from __future__ import annotations
