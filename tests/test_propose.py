@@ -355,7 +355,8 @@ def test_no_composition_without_a_gain_or_composable_templates(tmp_path: Path, m
 # repaired by one adjacent step of another parameter, the first that fits (declaration order, lower value first).
 KMAJOR = load_problem("fp8_gemm_kmajor")
 WGMMA = KMAJOR.template("cuda", "wgmma")
-C3 = {**WGMMA.default, "CONSUMERS": 3, "BM": 192, "STAGES": 5, "EPI": 0}  # EPI 0 -> 1 alone overflows shared memory
+# Three consumers (OVERLAP 0: they have no room for a second temporary); EPI 0 -> 1 alone overflows shared memory.
+C3 = {**WGMMA.default, "CONSUMERS": 3, "BM": 192, "STAGES": 5, "EPI": 0, "OVERLAP": 0}
 C3_EPI = {**C3, "STAGES": 4, "EPI": 1}  # the best single point measured on the M = 6144 shapes (H100)
 PAIRS = TemplateSpec(
     "pairs",
