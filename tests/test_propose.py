@@ -20,7 +20,16 @@ from ksci.problem.constraints import parse_constraint
 from ksci.problem.spec import Problem, TemplateSpec, load_problem
 from ksci.proposers.optuna_search import _study, propose_tuning
 from ksci.proposers.select import Selection, select_parents
-from ksci.proposers.space import Move, Proposal, Step, _feasible_points, neighbours, space_note
+from ksci.proposers.space import (
+    Move,
+    Proposal,
+    Step,
+    _feasible_points,
+    _repair,
+    _repair_by_steps,
+    neighbours,
+    space_note,
+)
 
 MMA = TemplateSpec(
     name="mma",
@@ -352,7 +361,9 @@ def test_no_composition_without_a_gain_or_composable_templates(tmp_path: Path, m
 
 
 # Neighbours across a constraint (ksci.proposers.space.neighbours): a move that violates a declared constraint is
-# repaired by one adjacent step of another parameter, the first that fits (declaration order, lower value first).
+# repaired by the nearest feasible point that keeps it: fewest other parameters moved (at most three), then fewest
+# list positions moved, then declaration order, lower value first. Where one adjacent step of another parameter
+# fits, that is the repair, the first such step in that order.
 KMAJOR = load_problem("fp8_gemm_kmajor")
 WGMMA = KMAJOR.template("cuda", "wgmma")
 # Three consumers (OVERLAP 0: they have no room for a second temporary); EPI 0 -> 1 alone overflows shared memory.
@@ -385,10 +396,12 @@ def test_a_move_over_a_constraint_is_repaired_by_one_more_step() -> None:
     moves = {m.step.describe(): m for m in neighbours(WGMMA, C3)}
     epi = moves["EPI 0 -> 1"]
     assert epi.params == C3_EPI
-    assert (epi.step, epi.repair) == (Step("EPI", 0, 1), Step("STAGES", 5, 4))
+    assert (epi.step, epi.repair) == (Step("EPI", 0, 1), (Step("STAGES", 5, 4),))
     assert epi.describe() == "EPI 0 -> 1 (STAGES 5 -> 4 to fit)"
-    assert moves["STAGES 5 -> 4"].repair is None and moves["STAGES 5 -> 4"].describe() == "STAGES 5 -> 4"
-    assert "STAGES 5 -> 6" not in moves  # no single further step makes six stages fit with three consumers
+    assert moves["STAGES 5 -> 4"].repair == () and moves["STAGES 5 -> 4"].describe() == "STAGES 5 -> 4"
+    # No single adjacent step makes six stages fit with three consumers (BN 112 is still too wide): the nearest
+    # repair moves BN two places down its list rather than two parameters (BM 192 -> 128 and CONSUMERS 3 -> 2).
+    assert moves["STAGES 5 -> 6"].describe() == "STAGES 5 -> 6 (BN 128 -> 96 to fit)"
 
 
 def test_an_unrepairable_move_is_dropped_and_repairs_follow_the_declared_order() -> None:
@@ -412,7 +425,8 @@ def test_an_unrepairable_move_is_dropped_and_repairs_follow_the_declared_order()
 
 def test_no_neighbour_is_returned_twice() -> None:
     # EQUAL has no plain neighbour. B 2 -> 1 is repaired by A 2 -> 1: the point of "A 2 -> 1 (B 2 -> 1 to fit)",
-    # returned already, so it is dropped (likewise B 2 -> 3). A repaired point moves two parameters, a plain one one.
+    # returned already, so it is dropped (likewise B 2 -> 3). A repaired point moves the step's parameter and those of
+    # its repair, a plain one only the step's.
     assert [m.describe() for m in neighbours(EQUAL, EQUAL.default)] == [
         "A 2 -> 1 (B 2 -> 1 to fit)",
         "A 2 -> 3 (B 2 -> 3 to fit)",
@@ -423,10 +437,57 @@ def test_no_neighbour_is_returned_twice() -> None:
         keys = [json.dumps(m.params, sort_keys=True) for m in moves]
         assert len(keys) == len(set(keys)) and json.dumps(params, sort_keys=True) not in keys
         for move in moves:
-            steps = [move.step] if move.repair is None else [move.step, move.repair]
+            steps = [move.step, *move.repair]
             assert WGMMA.feasible(move.params)
             assert differences(move, params) == {s.name: (s.old, s.new) for s in steps}
+            repaired = [s.name for s in move.repair]  # in declaration order, at most three
+            assert len(repaired) <= 3 and repaired == [k for k in WGMMA.params if k in repaired]
     assert "CONSUMERS 3 -> 2" not in {m.step.describe() for m in neighbours(WGMMA, C3)}  # = BM 192 -> 128 repaired
+
+
+def test_the_default_reaches_three_consumers_in_one_move() -> None:
+    # BM 128 -> 192 fits only with CONSUMERS 2 -> 3 (BM % (64 * CONSUMERS)), OVERLAP 1 -> 0 (three consumers have no
+    # room for it) and one stage less (shared memory); EPI 1 -> 0 would fit as well as STAGES 5 -> 4, but STAGES
+    # comes first in the declaration.
+    (move,) = [m for m in neighbours(WGMMA, WGMMA.default) if m.step == Step("BM", 128, 192)]
+    assert move.params == {**WGMMA.default, "BM": 192, "CONSUMERS": 3, "STAGES": 4, "OVERLAP": 0}
+    assert WGMMA.feasible(move.params)
+    assert move.describe() == "BM 128 -> 192 (CONSUMERS 2 -> 3, STAGES 5 -> 4, OVERLAP 1 -> 0 to fit)"
+    # The bounded search of a space too large to enumerate (adjacent steps of up to three others) agrees here.
+    moved = {**WGMMA.default, "BM": 192}
+    assert _repair_by_steps(WGMMA, moved, "BM") == _repair(WGMMA, moved, "BM") == move.repair
+
+
+# X 1 -> 2 breaks X <= Y and X <= Z: it needs Y 1 -> 2 and either Z 1 -> 2 or W 0 -> 2 (W two places up).
+LADDER = TemplateSpec(
+    "ladder", "cuda", Path("ladder.cu.j2"),
+    {"W": [0, 1, 2, 3], "X": [1, 2], "Y": [0, 1, 2, 3], "Z": [0, 1, 2, 3]}, {"W": 0, "X": 1, "Y": 1, "Z": 1},
+    (parse_constraint("X <= Y and (X <= Z or W >= 2)", {"W", "X", "Y", "Z"}),),
+)  # fmt: skip
+# Six parameters of eight values (262,144 points): over ENUMERATION_LIMIT, so repairs are searched step by step.
+WIDE = TemplateSpec(
+    "wide", "cuda", Path("wide.cu.j2"), {k: list(range(8)) for k in "ABCDEF"}, dict.fromkeys("ABCDEF", 3),
+    (parse_constraint("A <= B and A <= C and D + E + F != 10", set("ABCDEF")),),
+)  # fmt: skip
+
+
+def test_a_move_that_needs_two_repairs_takes_the_nearest() -> None:
+    # Two positions moved (Y, Z) beat three (W two places, Y), though W comes first in the declaration; one
+    # parameter moved two places (W 0 -> 2) beats two parameters moved one place each. Y 1 -> 0 fits nothing.
+    assert [m.describe() for m in neighbours(LADDER, LADDER.default)] == [
+        "W 0 -> 1",
+        "Y 1 -> 2",
+        "Z 1 -> 2",
+        "X 1 -> 2 (Y 1 -> 2, Z 1 -> 2 to fit)",
+        "Z 1 -> 0 (W 0 -> 2 to fit)",
+    ]
+    assert all(LADDER.feasible(m.params) for m in neighbours(LADDER, LADDER.default))
+    # A wide space: the bounded search takes the fewest parameters, then declaration order, lower value first.
+    wide = {m.step.describe(): m.describe() for m in neighbours(WIDE, WIDE.default)}
+    assert _feasible_points(WIDE) is None
+    assert wide["A 3 -> 4"] == "A 3 -> 4 (B 3 -> 4, C 3 -> 4 to fit)"
+    assert wide["B 3 -> 2"] == "B 3 -> 2 (A 3 -> 2 to fit)"
+    assert wide["D 3 -> 4"] == "D 3 -> 4 (E 3 -> 2 to fit)"  # E 3 -> 4 fits too: the lower value comes first
 
 
 def test_repaired_neighbours_are_proposed_deterministically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,8 +7,9 @@ function of the population, the points in flight and the seed. Each call propose
 - each family never tried, at its default;
 - the composition of the per-shape winners (ksci.problem.compose), when it predicts a gain and was never proposed;
 - turns in alternation: a parent's turn (one study per template on the geomean: the parent's untried neighbours
-  first, one parameter moved to an adjacent allowed value, and where that move violates a constraint, with one
-  adjacent step of another parameter that makes it fit, as in "EPI 0 -> 1 (STAGES 5 -> 4 to fit)"; then what TPE
+  first, one parameter moved to an adjacent allowed value, and where that move violates a constraint, moved on to
+  the nearest feasible point (fewest other parameters moved, at most three), as in "EPI 0 -> 1 (STAGES 5 -> 4 to
+  fit)" or "BM 128 -> 192 (CONSUMERS 2 -> 3, STAGES 5 -> 4, OVERLAP 1 -> 0 to fit)"; then what TPE
   asks for; now and then another family), and a shape's turn (a shape drawn by its share of the log-gap between
   the best single point and the best time known on each shape; one study per template and shape on that shape's
   time, from the shape's winner);

@@ -13,6 +13,7 @@ import json
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from ksci.problem.spec import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, Problem, TemplateSpec
@@ -115,11 +116,16 @@ def _fits(spec: TemplateSpec, key: str) -> bool:
 
 
 _FEASIBLE: dict[tuple, list[dict] | None] = {}
+_TABLES: dict[tuple, np.ndarray | None] = {}
+
+
+def _space_key(spec: TemplateSpec) -> tuple:
+    return (str(spec.path), spec.dialect, json.dumps(spec.params), tuple(c.text for c in spec.constraints))
 
 
 def _feasible_points(spec: TemplateSpec) -> list[dict] | None:
     """Every point of the space that satisfies the declared constraints, in a fixed order; None if too many."""
-    cache_key = (str(spec.path), spec.dialect, json.dumps(spec.params), tuple(c.text for c in spec.constraints))
+    cache_key = _space_key(spec)
     if cache_key not in _FEASIBLE:
         if math.prod(len(v) for v in spec.params.values()) > ENUMERATION_LIMIT:
             _FEASIBLE[cache_key] = None
@@ -127,6 +133,19 @@ def _feasible_points(spec: TemplateSpec) -> list[dict] | None:
             space = (dict(zip(spec.params, values, strict=True)) for values in itertools.product(*spec.params.values()))
             _FEASIBLE[cache_key] = [p for p in space if spec.feasible(p)]
     return _FEASIBLE[cache_key]
+
+
+def _position_table(spec: TemplateSpec) -> np.ndarray | None:
+    """The feasible points as positions in their parameters' lists (a row a point, a column a parameter in
+    declaration order); None where the space is too large to enumerate."""
+    cache_key = _space_key(spec)
+    if cache_key not in _TABLES:
+        points = _feasible_points(spec)
+        rows = None if points is None else [[v.index(p[k]) for k, v in spec.params.items()] for p in points]
+        _TABLES[cache_key] = (
+            None if rows is None else np.array(rows, dtype=np.int32).reshape(len(rows), len(spec.params))
+        )
+    return _TABLES[cache_key]
 
 
 def rows_of_dialect(population: pd.DataFrame, dialect: str, templates: dict) -> pd.DataFrame:
@@ -177,40 +196,90 @@ class Step:
 @dataclass(frozen=True)
 class Move:
     """A feasible neighbour `params` of a point, reached by `step`; where `step` alone violates a declared
-    constraint, `repair` is the one step of another parameter that makes it fit."""
+    constraint, `repair` holds the steps of other parameters (at most MAX_REPAIRS) that make it fit."""
 
     params: dict
     step: Step
-    repair: Step | None = None
+    repair: tuple[Step, ...] = ()
 
     def describe(self) -> str:
-        """What changed, e.g. "EPI 0 -> 1", or "EPI 0 -> 1 (STAGES 5 -> 4 to fit)" for a repaired move."""
-        if self.repair is None:
+        """What changed, e.g. "EPI 0 -> 1", or "EPI 0 -> 1 (STAGES 5 -> 4 to fit)" for a repaired move, or
+        "BM 128 -> 192 (CONSUMERS 2 -> 3, STAGES 5 -> 4, OVERLAP 1 -> 0 to fit)" for one that needs several."""
+        if not self.repair:
             return self.step.describe()
-        return f"{self.step.describe()} ({self.repair.describe()} to fit)"
+        return f"{self.step.describe()} ({', '.join(r.describe() for r in self.repair)} to fit)"
+
+
+MAX_REPAIRS = 3  # the most other parameters a repair moves
 
 
 def neighbours(spec: TemplateSpec, params: dict) -> list[Move]:
     """Every feasible point one step away (one parameter moved to an adjacent allowed value), then, for each step
-    that violates a declared constraint, the first feasible repair: the step plus one adjacent step of another
-    parameter (parameters in declaration order, the lower value first). A step that no such repair fits is dropped;
-    so is a repaired point already returned."""
+    that violates a declared constraint, the nearest feasible point that keeps the step (_repair): fewest other
+    parameters moved (at most MAX_REPAIRS), then the fewest list positions moved in all, then parameters in
+    declaration order, lower values first. A step that no such repair fits is dropped; so is a repaired point
+    already returned."""
     moved = [(step, _at(params, step)) for step in _steps(spec, params)]
     fits = [spec.feasible(point) for _, point in moved]
     moves = [Move(point, step) for (step, point), fit in zip(moved, fits, strict=True) if fit]
     seen = {json.dumps(m.params, sort_keys=True) for m in moves}
     for (step, point), fit in zip(moved, fits, strict=True):
-        repair = None if fit else _repair(spec, point, step.name)
-        repaired = None if repair is None else _at(point, repair)
-        if repaired is not None and json.dumps(repaired, sort_keys=True) not in seen:
+        repair = () if fit else _repair(spec, point, step.name)
+        repaired = _apply(point, repair)
+        if repair and json.dumps(repaired, sort_keys=True) not in seen:
             seen.add(json.dumps(repaired, sort_keys=True))
             moves.append(Move(repaired, step, repair))
     return moves
 
 
-def _repair(spec: TemplateSpec, moved: dict, name: str) -> Step | None:
-    """The first step of a parameter other than `name` that makes the infeasible point `moved` feasible."""
-    return next((r for r in _steps(spec, moved) if r.name != name and spec.feasible(_at(moved, r))), None)
+def _repair(spec: TemplateSpec, moved: dict, name: str) -> tuple[Step, ...]:
+    """The steps of parameters other than `name` to the nearest feasible point from the infeasible `moved` (empty
+    when none within MAX_REPAIRS parameters): among the enumerated feasible points where the space is enumerated,
+    any value of a parameter; in a larger space, adjacent values only (a bounded search)."""
+    table = _position_table(spec)
+    if table is None:
+        return _repair_by_steps(spec, moved, name)
+    names = list(spec.params)
+    at = np.array([spec.params[k].index(moved[k]) for k in names])
+    rows = table[table[:, names.index(name)] == at[names.index(name)]]
+    rows = rows[(rows != at).sum(axis=1) <= MAX_REPAIRS]
+    if not len(rows):
+        return ()
+    # Fewest parameters moved first, then fewest positions (a distance is below the sum of the lists' lengths).
+    cost = (rows != at).sum(axis=1) * sum(map(len, spec.params.values())) + np.abs(rows - at).sum(axis=1)
+    candidates = [_steps_to(spec, moved, row) for row in rows[cost == cost.min()]]
+    return min(candidates, key=lambda steps: _order(spec, steps), default=())
+
+
+def _repair_by_steps(spec: TemplateSpec, moved: dict, name: str) -> tuple[Step, ...]:
+    """The first combination of adjacent steps of 1, then 2, ..., MAX_REPAIRS parameters other than `name` (in the
+    order of _order) that makes `moved` feasible; empty when none does."""
+    steps = [s for s in _steps(spec, moved) if s.name != name]
+    for size in range(1, MAX_REPAIRS + 1):
+        combinations = itertools.combinations(steps, size)
+        candidates = sorted(
+            (c for c in combinations if len({s.name for s in c}) == size), key=lambda c: _order(spec, c)
+        )
+        found = next((c for c in candidates if spec.feasible(_apply(moved, c))), None)
+        if found is not None:
+            return found
+    return ()
+
+
+def _order(spec: TemplateSpec, steps: tuple[Step, ...]) -> tuple:
+    """The tie-break between repairs of equal size: parameters in declaration order, each's lower value first."""
+    names = list(spec.params)
+    return tuple(sorted((names.index(s.name), spec.params[s.name].index(s.new)) for s in steps))
+
+
+def _steps_to(spec: TemplateSpec, params: dict, positions: np.ndarray) -> tuple[Step, ...]:
+    """The steps from `params` to the point at `positions` (one a parameter it changes, in declaration order)."""
+    point = {k: v[int(i)] for (k, v), i in zip(spec.params.items(), positions, strict=True)}
+    return tuple(Step(k, params[k], point[k]) for k in spec.params if point[k] != params[k])
+
+
+def _apply(params: dict, steps: tuple[Step, ...]) -> dict:
+    return {**params, **{s.name: s.new for s in steps}}
 
 
 def _steps(spec: TemplateSpec, params: dict) -> list[Step]:
