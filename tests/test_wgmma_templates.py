@@ -70,109 +70,24 @@ def test_refused_points_do_not_compile(template, params, tmp_path: Path):
 # measured 2-3 % faster on the default point and 4 % slower on this one (docs/results.md); more than SPILL_ALLOWED
 # would mean a real regression (the 468 bytes that the split-K sum once caused made a point 2x slower).
 SPILL_ALLOWED = 32
-CORNERS = [
-    (
-        {
-            "BM": 192,
-            "CONSUMERS": 3,
-            "OVERLAP": 0,
-            "BN": 160,
-            "N_PARTS": 2,
-            "STAGES": 3,
-            "EPI": 1,
-            "CLUSTER": 1,
-            "SPLIT_K": 4,
-            "PROMOTE": 4,
-        },
-        0,
-    ),  # fmt: skip
-    (
-        {
-            "BM": 192,
-            "CONSUMERS": 3,
-            "OVERLAP": 0,
-            "BN": 160,
-            "N_PARTS": 2,
-            "STAGES": 5,
-            "EPI": 0,
-            "CLUSTER": 2,
-            "SPLIT_K": 1,
-            "PROMOTE": 2,
-        },
-        SPILL_ALLOWED,
-    ),  # fmt: skip
-    (
-        {
-            "BM": 192,
-            "CONSUMERS": 3,
-            "OVERLAP": 0,
-            "BN": 128,
-            "N_PARTS": 1,
-            "STAGES": 4,
-            "EPI": 1,
-            "CLUSTER": 2,
-            "SPLIT_K": 8,
-            "PROMOTE": 2,
-        },
-        0,
-    ),  # fmt: skip
-    (
-        {
-            "BM": 192,
-            "CONSUMERS": 3,
-            "OVERLAP": 0,
-            "BN": 64,
-            "N_PARTS": 1,
-            "STAGES": 6,
-            "EPI": 1,
-            "CLUSTER": 2,
-            "SPLIT_K": 8,
-            "PROMOTE": 4,
-        },
-        0,
-    ),  # fmt: skip
-    (
-        {
-            "BM": 128,
-            "CONSUMERS": 2,
-            "OVERLAP": 0,
-            "BN": 256,
-            "N_PARTS": 2,
-            "STAGES": 3,
-            "EPI": 1,
-            "CLUSTER": 1,
-            "SPLIT_K": 4,
-            "PROMOTE": 4,
-        },
-        0,
-    ),  # fmt: skip
-    (
-        {
-            "BM": 256,
-            "CONSUMERS": 2,
-            "OVERLAP": 0,
-            "BN": 128,
-            "N_PARTS": 2,
-            "STAGES": 3,
-            "EPI": 1,
-            "CLUSTER": 1,
-            "SPLIT_K": 4,
-            "PROMOTE": 4,
-        },
-        0,
-    ),  # fmt: skip
+CORNER_KEYS = ("BM", "CONSUMERS", "BN", "N_PARTS", "STAGES", "EPI", "CLUSTER", "SPLIT_K", "PROMOTE")
+CORNERS = [  # the values of CORNER_KEYS (OVERLAP 0), then the spill bytes allowed
+    ((192, 3, 160, 2, 3, 1, 1, 4, 4), 0),
+    ((192, 3, 160, 2, 5, 0, 2, 1, 2), SPILL_ALLOWED),
+    ((192, 3, 128, 1, 4, 1, 2, 8, 2), 0),
+    ((192, 3, 64, 1, 6, 1, 2, 8, 4), 0),
+    ((128, 2, 256, 2, 3, 1, 1, 4, 4), 0),
+    ((256, 2, 128, 2, 3, 1, 1, 4, 4), 0),
 ]
 
 
 @pytest.mark.nvcc
 @pytest.mark.parametrize(
-    ("point", "spill_allowed"),
-    CORNERS,
-    ids=lambda p: f"BM{p['BM']}-BN{p['BN']}-P{p['N_PARTS']}-S{p['STAGES']}" if isinstance(p, dict) else None,
+    ("values", "spill_allowed"), CORNERS, ids=[f"BM{v[0]}-BN{v[2]}-P{v[3]}-S{v[4]}" for v, _ in CORNERS]
 )
-def test_register_heavy_corners_compile_without_spills(point, spill_allowed, tmp_path: Path):
+def test_register_heavy_corners_compile_without_spills(values, spill_allowed, tmp_path: Path):
     template = load_problem("fp8_gemm_kmajor").template("cuda", "wgmma")
-    params = {**template.default, **point}
+    params = {**template.default, "OVERLAP": 0, **dict(zip(CORNER_KEYS, values, strict=True))}
     assert template.feasible(params)
     result = compile_source(render_kernel(template, params), find_toolchain("cuda"), "sm_90a", tmp_path)
     assert result.ok, result.log[-2000:]
