@@ -73,15 +73,17 @@ def evolve(args, work: Path) -> dict:
 
 def windows_of(rows) -> dict:
     """Per kind (verify, benchmark, baselines): the GPU windows the parent recorded, each (start, end, start-up s,
-    seconds after the child's result), the last two None where not recorded. A generation's baseline window is
-    named by every row that took it, so it is counted once."""
+    seconds after the child's result inside the window, seconds its exit went on after the window: a run that
+    handed its GPU over at its result, ksci.devices.Lease), the last three None where not recorded. A generation's
+    baseline window is named by every row that took it, so it is counted once."""
     kinds: dict[str, dict] = {"verify": {}, "benchmark": {}, "baselines": {}}
     for fingerprint in rows["fingerprint_json"].map(json.loads):
         for key, kind in (("verify_gpu_window", "verify"), ("gpu_window", "benchmark"), ("baselines_gpu_window", "baselines")):  # fmt: skip
             w = fingerprint.get(key)
             if w and "start" in w:
                 exit_s = w["end"] - w["start"] - w["result_s"] if "result_s" in w else None
-                kinds[kind][(w["start"], w["end"])] = (w.get("started_s"), exit_s)
+                beyond = w["start"] + w["exited_s"] - w["end"] if "exited_s" in w else None
+                kinds[kind][(w["start"], w["end"])] = (w.get("started_s"), exit_s, beyond)
     return {kind: [(a, b, *s) for (a, b), s in found.items()] for kind, found in kinds.items()}
 
 
@@ -118,6 +120,7 @@ def summary(args, process: dict, rows) -> dict:
         "medians_s": {kind: _median([w[1] - w[0] for w in ws]) for kind, ws in windows.items()},
         "startup_s": {kind: _median([w[2] for w in ws]) for kind, ws in windows.items()},
         "exit_s": {kind: _median([w[3] for w in ws]) for kind, ws in windows.items()},
+        "exit_beyond_s": {kind: _median([w[4] for w in ws]) for kind, ws in windows.items()},
         "baseline_runs": len(windows["baselines"]),
         "best_us": None if best is None else float(best["geomean_us"]),
         "best_vs_vendor": None if best is None else float(best["speedup_vs_vendor"] or 0) or None,
@@ -132,18 +135,22 @@ def print_table(results: list[dict]) -> None:
     print(
         "| run | race | overlap | candidates | on a GPU | process s | per hour | GPU span s | per hour over the span "
         "| GPU busy | verify window s | benchmark window s | start-up in verify / benchmark s "
-        "| after the result in verify / benchmark s | baseline runs (median s) | GPU s per candidate "
+        "| after the result in verify / benchmark s | exit after the window verify / benchmark s "
+        "| baseline runs (median s) | GPU s per candidate "
         "| best us (lineage) | vendor / best | before / after the GPU span s | Prefect database set-up s |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|---:|---:|---|---|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|---:|---:|---|---|")
+    unknown = {"verify": None, "benchmark": None}
     for r in results:
-        m, up, down = r["medians_s"], r["startup_s"], r.get("exit_s") or {"verify": None, "benchmark": None}
+        m, up, down = r["medians_s"], r["startup_s"], r.get("exit_s") or unknown
+        beyond = r.get("exit_beyond_s") or unknown
         print(
             f"| {r['label']} | {'yes' if r['race'] else 'no'} | {r['overlap']} | {r['candidates']} | {r['on_gpu']} "
             f"| {r['wall_s']:.0f} | {3600 * r['candidates'] / r['wall_s']:.0f} | {r['span_s']:.0f} "
             f"| {3600 * r['on_gpu'] / r['span_s'] if r['span_s'] else 0:.0f} "
             f"| {100 * r['busy_s'] / r['span_s'] if r['span_s'] else 0:.0f}% | {_s(m['verify'])} | {_s(m['benchmark'])} "
             f"| {_s(up['verify'])} / {_s(up['benchmark'])} | {_s(down['verify'])} / {_s(down['benchmark'])} "
+            f"| {_s(beyond['verify'])} / {_s(beyond['benchmark'])} "
             f"| {r['baseline_runs']} ({_s(m['baselines'])}) "
             f"| {r['busy_s'] / r['on_gpu'] if r['on_gpu'] else 0:.2f} | {_s(r['best_us'])} | {_s(r['best_vs_vendor'])} "
             f"| {_s(r.get('lead_in_s'))} / {_s(r.get('tail_s'))} | {_database(r)} |"

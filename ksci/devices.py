@@ -21,6 +21,7 @@ import re
 import socket
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -36,6 +37,11 @@ POLL_S = 0.1
 # would often still be starting when the GPU frees up. Also how many spares are kept per GPU and phase
 # (tasks.stages._spares).
 START_AHEAD = 2
+EXIT_LOCK = "exit"  # the second lock file of a GPU, held by runs whose process is still exiting (Lease)
+EXIT_POLL_S = 0.005  # how often a run that waits for earlier exits looks again
+
+# The lease the current thread holds (inside any_free_gpu), for the harness run made under it.
+_LEASE: ContextVar[Lease | None] = ContextVar("ksci_gpu_lease", default=None)
 
 # The generation a task belongs to (set in the generation flow; submitted tasks inherit it): lower goes first.
 GPU_PRIORITY: ContextVar[int] = ContextVar("ksci_gpu_priority", default=0)
@@ -106,15 +112,81 @@ def any_free_gpu(gpus: list[str], on_turn: Callable[[], None] | None = None) -> 
         held = _wait_for_one(gpus, queue, ticket, on_turn)
     finally:
         queue.leave(ticket)
-    gpu, fd = held
+    lease = Lease(*held)
+    token = _LEASE.set(lease)
     try:
-        yield gpu
+        yield lease.gpu
     finally:
+        _LEASE.reset(token)
+        lease.close()
+
+
+class Lease:
+    """The GPU a thread holds (any_free_gpu), which its harness run may give up before its process has exited.
+
+    A harness process's exit (the driver tearing its GPU context down: about 0.2 s on an H100, issue 28) is not
+    the candidate's work. `hand_over` lets the next candidate take the GPU at the run's result, so that the next
+    harness starts its context while this one exits; the exiting run holds the GPU's exit lock (shared) until its
+    process is gone (`close`). A run that times anything first waits for every earlier run on its GPU to have
+    exited (`wait_for_exits`: the exit lock, exclusive), so that no timed call overlaps another process's exit.
+    Both locks are flock locks on files of lock_dir(): every ksci process of the host takes part, and a dead
+    holder's locks go with it."""
+
+    def __init__(self, gpu: str, fd: int) -> None:
+        self.gpu = gpu
+        self._fd: int | None = fd  # the GPU's lock, held until handed over or closed
+        self._exit_fd: int | None = None  # the exit lock, held shared from the hand-over until close
+
+    @property
+    def handed_over(self) -> bool:
+        return self._fd is None
+
+    def hand_over(self) -> None:
+        """Let the next candidate have the GPU now, while this run's process may still be exiting."""
+        if self._fd is None:
+            return
+        self._exit_fd = _open_lock(lock_path(self.gpu, EXIT_LOCK))
+        fcntl.flock(self._exit_fd, fcntl.LOCK_SH)  # held exclusively only by a wait_for_exits, for an instant
+        self._release()
+
+    def wait_for_exits(self, deadline: float) -> bool:
+        """Block until no earlier run on this GPU is still exiting, or until `deadline` (time.monotonic());
+        whether they all had. Each waits at most its exit grace (ksci.evaluate.isolate.EXIT_GRACE_S)."""
+        fd = _open_lock(lock_path(self.gpu, EXIT_LOCK))
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return True
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        return False
+                    time.sleep(EXIT_POLL_S)
+        finally:
+            os.close(fd)  # an exclusive lock taken only to know that nobody held it: let go at once
+
+    def close(self) -> None:
+        """The run's process is gone (or never ran): give up whatever of the GPU this lease still holds."""
+        if self._fd is not None:
+            self._release()
+        if self._exit_fd is not None:
+            os.close(self._exit_fd)
+            self._exit_fd = None
+
+    def _release(self) -> None:
         with _CHANGED:
-            _HELD.discard(gpu)
-            _RELEASED[gpu] = next(_RELEASES)
-            os.close(fd)  # closing the only descriptor of the lock's open file releases the lock
+            _HELD.discard(self.gpu)
+            _RELEASED[self.gpu] = next(_RELEASES)
+            os.close(self._fd)  # closing the only descriptor of the lock's open file releases the lock
+            self._fd = None
             _note_change()
+
+
+def current_lease(gpu: str | None) -> Lease | None:
+    """The lease this thread holds on `gpu` (inside any_free_gpu), if any: a harness run on it hands it over at
+    its result and waits for earlier exits before timing (ksci.evaluate.isolate.Child.run)."""
+    lease = _LEASE.get()
+    return lease if lease is not None and gpu is not None and lease.gpu == gpu else None
 
 
 def _wait_for_one(
@@ -174,14 +246,15 @@ def lock_dir() -> Path:
     return folder
 
 
-def lock_path(gpu: str) -> Path:
-    """`<host>-gpu-<id>.lock`: any id works (tests name GPUs "0", "1" on a CPU host); one with characters unsafe in
-    a file name gets a digest of the id, so that two such ids never share a lock."""
+def lock_path(gpu: str, kind: str = "") -> Path:
+    """`<host>-gpu-<id>.lock` (`<host>-gpu-<id>.<kind>.lock`: the GPU's other locks, Lease): any id works (tests
+    name GPUs "0", "1" on a CPU host); one with characters unsafe in a file name gets a digest of the id, so that two
+    such ids never share a lock."""
     host = re.sub(r"[^a-z0-9-]+", "-", socket.gethostname().lower()).strip("-") or "host"
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", gpu)
     if name != gpu or not name:
         name += "-" + hashlib.sha256(gpu.encode()).hexdigest()[:12]
-    return lock_dir() / f"{host}-gpu-{name}.lock"
+    return lock_dir() / f"{host}-gpu-{name}{'.' + kind if kind else ''}.lock"
 
 
 def _open_lock(path: Path) -> int:

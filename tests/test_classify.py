@@ -34,8 +34,9 @@ def _timing(kernel_us: float, **integrity) -> dict:
     }
 
 
-def _verdict(*messages, timed_out=False, returncode=0) -> Verdict:
+def _verdict(*messages, timed_out=False, returncode=0, lingered=False) -> Verdict:
     outcome = ChildOutcome(messages=list(messages), returncode=returncode, timed_out=timed_out, output="log")
+    outcome.lingered = lingered
     return classify(PROBLEM, outcome, Verdict(Status.COMPILED, "fp8_gemm", "cuda"))
 
 
@@ -141,6 +142,12 @@ def test_faster_than_light_is_suspicious_not_ok():
             Status.RUNTIME_ERROR,
         ),
         ([STARTED, {"event": "loaded"}], {"returncode": -11}, Status.RUNTIME_ERROR),
+        # Still running long after its result (ksci.evaluate.isolate.EXIT_GRACE_S), so killed: whatever it reported.
+        (
+            [*OK_RUN, {"event": "result", "status": "ok"}],
+            {"lingered": True, "returncode": -9},
+            Status.RUNTIME_ERROR,
+        ),
     ],
 )
 def test_failure_classes(messages, kwargs, status):
@@ -185,3 +192,9 @@ def test_the_gpu_window_says_how_much_of_it_was_the_harness_starting(monkeypatch
     window = stages.run_phases(PROBLEM, compiled, options).fingerprint["gpu_window"]
     assert window["started_s"] == 2.5 and window["loaded_s"] == 2.75 and window["result_s"] == 4.0
     assert window["device"] == "1" and window["phases"] == ["benchmark"] and window["start"] <= window["end"]
+    assert "exited_s" not in window
+
+    # Handed over at its result (ksci.devices.Lease): the GPU was the run's until then, its exit came later.
+    outcome.handed_over_s, outcome.wall_s = 4.01, 4.25
+    window = stages.run_phases(PROBLEM, compiled, options).fingerprint["gpu_window"]
+    assert window["end"] == pytest.approx(window["start"] + 4.01) and window["exited_s"] == 4.25

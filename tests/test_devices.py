@@ -258,3 +258,58 @@ def test_one_candidate_after_another_spreads_over_the_free_gpus(locks):
         with any_free_gpu(["spread-a", "spread-b"]) as gpu:
             taken.append(gpu)
     assert taken == ["spread-a", "spread-b", "spread-a", "spread-b"]
+
+
+def test_a_handed_over_gpu_is_taken_at_once_and_its_timed_run_waits_for_the_exit(locks):
+    """A run hands its GPU over at its result (ksci.devices.Lease): the next candidate, in another process, takes
+    the GPU while the first is still exiting, and its wait_for_exits returns only once the first let go of the exit
+    lock (its process gone); without an exiting run it returns at once."""
+    script = """
+        import time
+        from ksci.devices import any_free_gpu, current_lease
+        with any_free_gpu(["h-0"]) as gpu:
+            print("holding", flush=True)
+            input()  # the test says when the result came
+            current_lease(gpu).hand_over()
+            print("handed", flush=True)
+            input()  # ... and when the process has exited
+        print("gone", flush=True)
+    """
+    first = _child(script, locks, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert first.stdout.readline().strip() == "holding"
+        first.stdin.write("\n")
+        first.stdin.flush()
+        assert first.stdout.readline().strip() == "handed"
+        with any_free_gpu(["h-0"]) as gpu:  # taken although the first still runs
+            lease = ksci.devices.current_lease(gpu)
+            assert lease is not None and ksci.devices.current_lease("other") is None
+            assert not lease.wait_for_exits(time.monotonic() + 0.3)  # the first is still exiting
+            waited = []
+            waiter = threading.Thread(target=lambda: waited.append(lease.wait_for_exits(time.monotonic() + 30)))
+            waiter.start()
+            time.sleep(0.2)
+            assert not waited
+            first.stdin.write("\n")
+            first.stdin.flush()
+            assert first.stdout.readline().strip() == "gone"
+            waiter.join(30)
+            assert waited == [True]
+        with any_free_gpu(["h-0"]) as gpu:
+            assert ksci.devices.current_lease(gpu).wait_for_exits(time.monotonic())  # nobody exiting: at once
+    finally:
+        first.kill()
+        first.wait()
+    assert ksci.devices.current_lease("h-0") is None  # outside any_free_gpu
+
+
+def test_a_lease_handed_over_frees_the_gpu_for_this_process_too_and_closes_once():
+    with any_free_gpu(["h-1"]) as gpu:
+        lease = ksci.devices.current_lease(gpu)
+        lease.hand_over()
+        lease.hand_over()  # a second time: nothing more to give
+        assert lease.handed_over
+        with any_free_gpu(["h-1"]) as again:  # would wait forever if the GPU were still held
+            assert again == gpu and ksci.devices.current_lease(again) is not lease
+        assert ksci.devices.current_lease(gpu) is lease  # the outer block's again
+    assert lock_path("h-1", ksci.devices.EXIT_LOCK).name.endswith("-gpu-h-1.exit.lock")

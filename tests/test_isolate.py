@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import time
 
+import pytest
 from children import reporting_child
 
+import ksci.evaluate.isolate
 from ksci.evaluate.isolate import Child, run_child
 
 
@@ -129,6 +131,84 @@ def test_a_hang_is_killed_with_its_whole_process_group(tmp_path):
             break
         time.sleep(0.1)
     assert not _alive(grandchild), "the grandchild outlived the timeout"
+
+
+class RecordingLease:
+    """Stands in for ksci.devices.Lease: when the run waited for earlier exits and when it handed the GPU over."""
+
+    def __init__(self, exits_take_s: float = 0.0) -> None:
+        self.exits_take_s, self.waited_at, self.handed_at = exits_take_s, None, None
+
+    def wait_for_exits(self, deadline: float) -> bool:
+        time.sleep(self.exits_take_s)
+        self.waited_at = time.monotonic()
+        return True
+
+    def hand_over(self) -> None:
+        self.handed_at = time.monotonic()
+
+
+def test_a_child_times_only_after_earlier_exits_and_hands_its_gpu_over_at_its_result(tmp_path):
+    """Stdin stays open after the go-ahead until the lease's earlier runs have exited; the GPU is handed over when
+    the result comes, before the child's own exit (here a second of "teardown"), and the outcome says when."""
+    argv = reporting_child(
+        tmp_path,
+        """
+        import time
+        go = json.loads(sys.stdin.readline())
+        send("started")
+        sys.stdin.read()  # the end of file: clear to time
+        send("timing")
+        send("result", status="ok")
+        report.flush()
+        time.sleep(1.0)
+    """,
+    )
+    lease = RecordingLease(exits_take_s=0.5)
+    with Child(argv) as child:
+        begun = time.monotonic()
+        outcome = child.run(timeout_s=60, go={}, lease=lease)
+    assert outcome.returncode == 0 and not outcome.lingered, outcome.output
+    assert outcome.first_s["timing"] >= 0.5  # not before the earlier exits were over
+    assert lease.waited_at - begun <= outcome.first_s["timing"] + 0.05
+    assert outcome.handed_over_s == pytest.approx(lease.handed_at - begun, abs=0.05)
+    assert outcome.first_s["result"] <= outcome.handed_over_s <= outcome.wall_s - 0.5  # before the exit's second
+
+
+def test_a_child_still_running_after_its_result_is_killed_after_the_grace(tmp_path, monkeypatch):
+    """An honest harness leaves at once after its result; one that goes on (a candidate's thread, a fake result
+    sent early) is killed EXIT_GRACE_S after it, and the outcome says it lingered (classify: not ok)."""
+    monkeypatch.setattr(ksci.evaluate.isolate, "EXIT_GRACE_S", 0.5)
+    argv = reporting_child(
+        tmp_path,
+        """
+        import time
+        send("result", status="ok")
+        report.flush()
+        time.sleep(600)
+    """,
+    )
+    lease = RecordingLease()
+    start = time.monotonic()
+    with Child(argv) as child:
+        outcome = child.run(timeout_s=120, go={}, lease=lease)
+    assert outcome.lingered and not outcome.timed_out and outcome.returncode < 0
+    assert time.monotonic() - start < 30 and lease.handed_at is not None
+
+
+def test_without_a_lease_nothing_waits_and_a_crash_before_the_result_is_seen_at_once(tmp_path):
+    argv = reporting_child(
+        tmp_path,
+        """
+        sys.stdin.readline()
+        send("go", more=sys.stdin.read())
+        raise SystemExit(3)
+    """,
+    )
+    start = time.monotonic()
+    outcome = run_child(argv, timeout_s=120)
+    assert outcome.returncode == 3 and outcome.handed_over_s is None and not outcome.lingered
+    assert outcome.last("go")["more"] == "" and time.monotonic() - start < 30
 
 
 def _alive(pid: int) -> bool:

@@ -113,7 +113,7 @@ def test_the_go_ahead_carries_the_incumbents_and_only_with_race(monkeypatch):
     from ksci.problem.spec import load_problem
 
     sent = []
-    started = SimpleNamespace(child=SimpleNamespace(run=lambda timeout, go: sent.append(go)))
+    started = SimpleNamespace(child=SimpleNamespace(run=lambda timeout, go, lease: sent.append(go)))
     for race in ((("64x64x128", 10.0),), ()):
         options = EvaluationOptions(phases=("benchmark",), race=race)
         harness = harness_process.Harness(load_problem("fp8_gemm"), None, options)

@@ -8,7 +8,7 @@ timings must agree with the parent's clock and with the speed of light (ksci.pro
 from __future__ import annotations
 
 from ksci.evaluate.harness.plan import recheck_shapes
-from ksci.evaluate.isolate import ChildOutcome
+from ksci.evaluate.isolate import EXIT_GRACE_S, ChildOutcome
 from ksci.evaluate.options import EnvironmentProblem, EvaluationOptions
 from ksci.evaluate.protocol import CLOCK_TOLERANCE, ParentClock, timing_doubts, validate_message
 from ksci.evaluate.results import CheckResult, ShapeTiming, Status, Timing, Verdict, geomean
@@ -51,6 +51,9 @@ def classify(problem: Problem, outcome: ChildOutcome, verdict: Verdict, expect: 
     result = outcome.last("result")
     if outcome.timed_out:
         return _fail(verdict, Status.TIMEOUT, f"killed after {outcome.wall_s:.0f} s (hard timeout)")
+    if outcome.lingered:  # a harness leaves at once after its result; something else went on running in it
+        why = f"the harness process was still running {EXIT_GRACE_S:.0f} s after reporting its result, and was killed"
+        return _fail(verdict, Status.RUNTIME_ERROR, why)
     if (err := outcome.last("load_error")) is not None:
         return _fail(verdict, Status.LOAD_ERROR, err["message"])
     if started is None:

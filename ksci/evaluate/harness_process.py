@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ksci import PROJECT_ROOT
+from ksci.devices import current_lease
 from ksci.evaluate.harness.sandbox import confined_child
 from ksci.evaluate.isolate import Child, ChildOutcome
 from ksci.evaluate.options import EnvironmentProblem, EvaluationOptions
@@ -66,7 +67,9 @@ class Harness:
             go["library"] = self._library_copy
         if self.options.race:
             go["race"] = dict(self.options.race)
-        return self._started.child.run(self.options.timeout_s, go)
+        # Under any_free_gpu: the child times only once earlier runs on the GPU have exited, and hands the GPU over
+        # at its result (ksci.devices.Lease).
+        return self._started.child.run(self.options.timeout_s, go, current_lease(device))
 
     def close(self) -> None:
         if self._started is not None:

@@ -3,7 +3,11 @@
 The child gets its own process group (a hard timeout kills the whole group), writes its output to a file
 (so a chatty or stuck grandchild cannot block a pipe), and reports through a dedicated pipe as JSON lines.
 A child may be started ahead of its run (`Child`): it prepares (imports its libraries) until the parent sends it
-the go-ahead, one JSON line on its stdin, and only then does its work; the timeout counts from the go-ahead.
+the go-ahead, one JSON line on its stdin, and only then does its work; the timeout counts from the go-ahead. Its
+stdin then stays open until the GPU is clear to time on (no earlier run's process still exiting on it: the lease's
+wait_for_exits, ksci.devices.Lease), and a child that times waits for that end of file first. Once the child has
+reported its result, the run hands its GPU over (the next candidate starts while this process exits) and the child
+has EXIT_GRACE_S to be gone; one still there is killed, and its run is not ok (`lingered`).
 A run that is being stopped (Ctrl-C, SIGTERM: `stop_children`) kills every live child's group at once and starts
 no new one; a child killed so raises `StoppedByUser` instead of returning an outcome, so that the task fails (not
 cached) and no verdict of a kernel that was only interrupted is recorded.
@@ -20,10 +24,18 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ksci.evaluate.report_pipe import read_reports
 
+if TYPE_CHECKING:
+    from ksci.devices import Lease
+
 OUTPUT_TAIL_CHARS = 8000
+# The longest a child may take to exit after reporting its result: an honest harness leaves at once (os._exit) and its
+# driver's teardown takes tenths of a second; a run waiting for that GPU's exits (ksci.devices.Lease) waits this long
+# at most.
+EXIT_GRACE_S = 20.0
 _LIVE: set[int] = set()  # process-group ids of the children started and not yet reaped
 _LIVE_LOCK = threading.Lock()
 _STOPPING = threading.Event()
@@ -46,6 +58,13 @@ def stopping() -> bool:
     return _STOPPING.is_set()
 
 
+def live_children() -> frozenset[int]:
+    """The process ids of this process's children started and not yet reaped (harness children among them: the
+    next candidate's on a GPU this run handed over, spares)."""
+    with _LIVE_LOCK:
+        return frozenset(_LIVE)
+
+
 @dataclass
 class ChildOutcome:
     messages: list[dict] = field(default_factory=list)  # validated JSON objects from the report pipe
@@ -61,6 +80,8 @@ class ChildOutcome:
     wall_s: float = 0.0  # from the go-ahead to the child's end
     bad_messages: int = 0  # report lines that were not JSON objects with an "event"
     first_s: dict[str, float] = field(default_factory=dict)  # event -> seconds from the go-ahead to its first message
+    handed_over_s: float | None = None  # seconds from the go-ahead to when its GPU was handed over (its result)
+    lingered: bool = False  # still running EXIT_GRACE_S after its result, so killed
 
     def last(self, event: str) -> dict | None:
         return next((m for m in reversed(self.messages) if m["event"] == event), None)
@@ -104,28 +125,33 @@ class Child:
             _LIVE.add(self._proc.pid)  # its group id too (start_new_session)
         if _STOPPING.is_set():  # a stop that came while it started
             _kill_group(self._proc.pid)
-        self._reader = threading.Thread(target=read_reports, args=(read_fd, self.outcome, self._arrived), daemon=True)
+        # Set at the child's result or the end of its report pipe (it exited, or closed the pipe): Child._wait.
+        self._settled = threading.Event()
+        self._reader = threading.Thread(target=self._read, args=(read_fd,), daemon=True)
         self._reader.start()
         self._ran = False
 
-    def run(self, timeout_s: float, go: dict | None = None) -> ChildOutcome:
-        """Send the go-ahead (`go`, {} by default) and wait for the child, killing its group after timeout_s."""
+    def run(self, timeout_s: float, go: dict | None = None, lease: Lease | None = None) -> ChildOutcome:
+        """Send the go-ahead (`go`, {} by default) and wait for the child, killing its group after timeout_s.
+
+        `lease`: the GPU the child runs on (ksci.devices.current_lease), whose earlier runs must have exited before
+        the child's stdin closes (it times only after that), and which is handed over once the child has reported
+        its result."""
         if self._ran:
             raise RuntimeError("a child runs once")
         self._ran = True
         outcome, proc = self.outcome, self._proc
         start = time.monotonic()
+        deadline = start + timeout_s
         try:
             proc.stdin.write(json.dumps(go or {}).encode() + b"\n")
+            proc.stdin.flush()
+            if lease is not None:
+                lease.wait_for_exits(deadline)
             proc.stdin.close()
         except OSError:
             pass  # the child is gone already (BrokenPipeError): its exit status says how
-        try:
-            outcome.returncode = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            outcome.timed_out = True
-            _kill_group(proc.pid)
-            outcome.returncode = proc.wait()
+        outcome.returncode = self._wait(start, deadline, lease)
         _kill_group(proc.pid)  # grandchildren left behind by a child that exited
         self._forget()
         if _STOPPING.is_set() and outcome.returncode is not None and outcome.returncode < 0:
@@ -139,6 +165,24 @@ class Child:
         outcome.output = self._output.read().decode(errors="replace")
         return outcome
 
+    def _wait(self, start: float, deadline: float, lease: Lease | None) -> int:
+        """The child's exit status: it gets until `deadline`, and EXIT_GRACE_S after its result at most; the lease
+        is handed over at the result."""
+        outcome, proc = self.outcome, self._proc
+        exit_by = deadline
+        if self._settled.wait(max(0.0, deadline - time.monotonic())) and "result" in self._arrived:
+            now = time.monotonic()
+            if lease is not None:
+                lease.hand_over()
+                outcome.handed_over_s = now - start
+            exit_by = min(deadline, now + EXIT_GRACE_S)
+        try:
+            return proc.wait(timeout=max(0.0, exit_by - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            outcome.lingered, outcome.timed_out = exit_by < deadline, exit_by >= deadline
+            _kill_group(proc.pid)
+            return proc.wait()
+
     def close(self) -> None:
         if not self._ran:  # never given its go-ahead: kill it with its group (run killed and reaped it already)
             _kill_group(self._proc.pid)  # before wait(): until it is reaped, its group id cannot be reused
@@ -150,6 +194,12 @@ class Child:
             except OSError:
                 pass
         self._output.close()
+
+    def _read(self, fd: int) -> None:
+        try:
+            read_reports(fd, self.outcome, self._arrived, on_result=self._settled.set)
+        finally:
+            self._settled.set()
 
     def _forget(self) -> None:
         """Reaped: its group id may be reused by another process, so it is never killed again."""

@@ -16,6 +16,7 @@ from contextlib import AbstractContextManager, nullcontext
 from ksci.backends import Backend
 from ksci.backends.real import RealBackend
 from ksci.evaluate.classify import baseline_geomeans
+from ksci.evaluate.isolate import live_children
 from ksci.evaluate.neighbours import gpu_neighbours, with_neighbours
 from ksci.evaluate.options import EvaluationOptions
 from ksci.evaluate.results import CompileResult, Status, Verdict
@@ -73,9 +74,10 @@ def run_compiled(
     take_gpu = take_gpu or (lambda on_turn: nullcontext(options.device))
     with backend.runner(problem, prepared.source, compiled, options, spares) as run, take_gpu(run.start) as device:
         verdict = run.run(device)
-        if verdict.status == Status.SUSPICIOUS:  # still holding the GPU: whoever else is on it shared it
+        if verdict.status == Status.SUSPICIOUS:  # whoever else is on the GPU shared it (but this run's successors)
             uuid = verdict.fingerprint.get("gpu_uuid")
-            verdict.message = with_neighbours(verdict.message, gpu_neighbours(uuid, options.target))
+            neighbours = gpu_neighbours(uuid, options.target, live_children())
+            verdict.message = with_neighbours(verdict.message, neighbours)
     verdict.message = verdict.message or prepared.note
     return verdict
 

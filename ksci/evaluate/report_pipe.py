@@ -22,16 +22,17 @@ import json
 import os
 import select
 import time
+from collections.abc import Callable
 
 POLL_S = 0.005  # longest wait for the pipe without looking at the clock
 READ_BYTES = 1 << 20  # more than a pipe holds (64 KiB by default, 1 MiB at most without privileges)
 
 
-def read_reports(fd: int, outcome, arrived: dict[str, float]) -> None:
+def read_reports(fd: int, outcome, arrived: dict[str, float], on_result: Callable[[], None] | None = None) -> None:
     """Append each JSON-object line of `fd` to outcome.messages, with its arrival and sent_after times, until EOF.
 
     `arrived`: event -> the arrival of its first message. A line that is not a JSON object with an "event" counts
-    in outcome.bad_messages.
+    in outcome.bad_messages. `on_result` is called after a "result" message was taken.
     """
     pending = b""
     empty_at = time.monotonic()
@@ -50,6 +51,8 @@ def read_reports(fd: int, outcome, arrived: dict[str, float]) -> None:
             pending = lines.pop()
             for line in lines:
                 _take(line, outcome, arrived, now, empty_at)
+            if on_result is not None and "result" in arrived:
+                on_result()
             if len(chunk) < READ_BYTES:
                 empty_at = read_from  # the read emptied the pipe: whatever comes next was written after
     if pending.strip():

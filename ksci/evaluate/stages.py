@@ -135,14 +135,18 @@ def _gpu_window(phases: list[str], started: float, device: str | None, outcome) 
     """When and on which GPU a harness run held its GPU, and the seconds from the go-ahead to the harness's
     "started" report (the CUDA/HIP context; Python and torch too when the child was not started ahead), to
     "loaded" (the candidate's library) and to its "result": the shares of the window that are start-up and,
-    after the result, the child's exit, not the candidate's work."""
+    after the result, the child's exit, not the candidate's work. A run that handed its GPU over at its result
+    (ksci.devices.Lease) held it until then; `exited_s` says when its process was gone, the next run on the GPU
+    starting meanwhile."""
     events = ("started", "loaded", "result")
+    handed = outcome.handed_over_s
     return {
         "phases": phases,
         "start": started,
-        "end": time.time(),
+        "end": time.time() if handed is None else started + handed,
         "device": device,
         **{f"{event}_s": round(outcome.first_s[event], 3) for event in events if event in outcome.first_s},
+        **({"exited_s": round(outcome.wall_s, 3)} if handed is not None else {}),
     }
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ksci import PROJECT_ROOT
+from ksci.devices import current_lease
 from ksci.profile import ncu, rocprof
 from ksci.profile.record import ProfileResult
 
@@ -91,6 +92,8 @@ def _profile_in(request: ProfileRequest, path: str, version: str, work: Path) ->
         command = rocprof.rocprof_command(path, runner, work, request.kernels)
     started = time.monotonic()
     base = ProfileResult(False, tool, version, shape=dict(request.shape), command=tuple(command))
+    if (lease := current_lease(request.device)) is not None:  # the counters see this GPU's work alone
+        lease.wait_for_exits(started + request.timeout_s)
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=request.timeout_s, env=_env(request), cwd=PROJECT_ROOT

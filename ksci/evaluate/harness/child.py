@@ -5,8 +5,9 @@ then waits for the go-ahead on its stdin (ksci.evaluate.isolate.Child): one JSON
 the variable that shows it its GPU (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES), set before the GPU runtime starts,
 and the candidate's library (none: time the baselines only). The parent starts it before its GPU is free, maybe
 before it knows the candidate (ksci.evaluate.harness_process.SpareHarnesses), so that Python and torch start while
-another candidate holds the GPU. End of file without a go-ahead ends it (exit 5): its parent gave up. By hand:
-`echo '{}' | python -m ksci.evaluate.harness.child ...`.
+another candidate holds the GPU. End of file without a go-ahead ends it (exit 5): its parent gave up. After the
+go-ahead, stdin stays open until the GPU is clear to time on (no earlier run's process still exiting on it); the child
+times nothing before that end of file (await_clear). By hand: `echo '{}' | python -m ksci.evaluate.harness.child ...`.
 It reports JSON lines on fd N: started, loaded, check (one per input set), timing (one per benchmark shape), and a
 final result. A crash or hang simply ends the process; the parent (ksci.evaluate.classify) turns what it saw into a
 verdict. The input sets it checks and times are ksci/evaluate/harness/cases.py; the clocks, timing.py.
@@ -116,6 +117,7 @@ class Session:
     def run(self) -> None:
         self.reporter.send("started", fingerprint=device_fingerprint())
         if self.request.get("library") is None:  # baselines only: the reference and the vendor library
+            await_clear()
             with torch.cuda.stream(self.stream):
                 self.baselines_all()
             self.reporter.send("result", status="ok")
@@ -132,8 +134,10 @@ class Session:
             phases = self.request.get("phases", ["verify", "benchmark"])
             if "verify" in phases and not self.verify_all(0):
                 return
-            if "benchmark" in phases and not (self.benchmark_all() and self.verify_all(REVERIFY_SEED_OFFSET)):
-                return
+            if "benchmark" in phases:
+                await_clear()
+                if not (self.benchmark_all() and self.verify_all(REVERIFY_SEED_OFFSET)):
+                    return
         self.reporter.send("result", status="ok")
 
     def verify_all(self, seed_offset: int) -> bool:
@@ -336,9 +340,9 @@ def device_fingerprint() -> dict:
 
 
 def await_go_ahead() -> dict | None:
-    """The parent's go-ahead from stdin, or None at end of file; stdin is then closed (nothing more comes)."""
+    """The parent's go-ahead from stdin, or None at end of file. Stdin stays open until the GPU is clear to time
+    on (await_clear)."""
     line = sys.stdin.readline()
-    sys.stdin.close()
     go = json.loads(line) if line.strip() else None
     if go is not None and not (
         isinstance(go, dict) and isinstance(go.get("env", {}), dict) and isinstance(go.get("library", ""), str)
@@ -347,6 +351,14 @@ def await_go_ahead() -> dict | None:
             f"the go-ahead must be a JSON object with an optional env object and library path, not {line.strip()!r}"
         )
     return go
+
+
+def await_clear() -> None:
+    """Wait until the parent closes stdin: no earlier run's process is still exiting on this GPU (their teardown
+    overlaps this run's start, never its timed calls: ksci.devices.Lease)."""
+    if not sys.stdin.closed:
+        sys.stdin.read()
+        sys.stdin.close()
 
 
 def main(argv: list[str] | None = None) -> int:
