@@ -153,3 +153,51 @@ def test_a_harness_started_ahead_runs_on_the_gpu_it_is_then_given(gpu_target):
         seen[device] = started["fingerprint"]["gpu_uuid"]
         assert seen[device] == str(torch.cuda.get_device_properties(int(device)).uuid)
     assert len(set(seen.values())) == len(seen)
+
+
+def test_a_run_hands_its_gpu_over_at_its_result_and_the_next_times_only_after_its_exit(
+    gpu_target, tmp_path, monkeypatch
+):
+    """Under any_free_gpu, as the flow's GPU tasks run: a harness run hands its GPU over once its result is in
+    (ksci.devices.Lease), so the next run takes the GPU while the first one's process still exits (the driver's
+    teardown of its context), and that next run times nothing before the first is gone."""
+    import threading
+    import time
+
+    import ksci.devices
+    from ksci.devices import any_free_gpu
+    from ksci.evaluate.harness_process import Harness
+    from ksci.evaluate.visibility import visible_gpus
+
+    monkeypatch.setenv(ksci.devices.LOCK_DIR_ENV, str(tmp_path / "locks"))
+    problem = load_problem("fp8_gemm")
+    options = _options(problem, gpu_target, benchmarks=problem.benchmarks[:1])
+    device = visible_gpus(gpu_target)[0]
+    runs: dict[str, dict] = {}
+    holding = threading.Event()
+
+    def run(name: str, harness: Harness) -> None:
+        with any_free_gpu([device]) as gpu:
+            holding.set()
+            go = time.monotonic()
+            outcome = harness.run(gpu)
+            runs[name] = {"go": go, "reaped": time.monotonic(), "outcome": outcome}
+
+    # No library: each times the baselines. Both started (Python, torch) before either takes the GPU.
+    with Harness(problem, None, options) as one, Harness(problem, None, options) as other:
+        one.start()
+        other.start()
+        first = threading.Thread(target=run, args=("first", one))
+        first.start()
+        assert holding.wait(60)
+        second = threading.Thread(target=run, args=("second", other))
+        second.start()  # waits for the GPU the first holds
+        first.join(300)
+        second.join(300)
+    a, b = runs["first"], runs["second"]
+    for r in (a, b):
+        assert r["outcome"].last("result") is not None and r["outcome"].events("baseline"), r["outcome"].output
+    assert a["outcome"].handed_over_s is not None and a["outcome"].handed_over_s <= a["outcome"].wall_s
+    assert b["go"] < a["reaped"]  # the second started while the first was still exiting
+    # Its first timed shape was reported after the first process was gone (the exit lock's wait).
+    assert b["go"] + b["outcome"].first_s["baseline"] > a["reaped"]
