@@ -127,7 +127,7 @@ class Lease:
     A harness process's exit (the driver tearing its GPU context down: about 0.2 s on an H100, issue 28) is not
     the candidate's work. `hand_over` lets the next candidate take the GPU at the run's result, so that the next
     harness starts its context while this one exits; the exiting run holds the GPU's exit lock (shared) until its
-    process is gone (`close`). A run that times anything first waits for every earlier run on its GPU to have
+    process is gone (`exited`, or `close`). A run that times anything first waits for every earlier run on its GPU to have
     exited (`wait_for_exits`: the exit lock, exclusive), so that no timed call overlaps another process's exit.
     Both locks are flock locks on files of lock_dir(): every ksci process of the host takes part, and a dead
     holder's locks go with it."""
@@ -165,13 +165,17 @@ class Lease:
         finally:
             os.close(fd)  # an exclusive lock taken only to know that nobody held it: let go at once
 
-    def close(self) -> None:
-        """The run's process is gone (or never ran): give up whatever of the GPU this lease still holds."""
-        if self._fd is not None:
-            self._release()
+    def exited(self) -> None:
+        """The run's process is gone: runs after it may time now."""
         if self._exit_fd is not None:
             os.close(self._exit_fd)
             self._exit_fd = None
+
+    def close(self) -> None:
+        """The run is over (or never ran): give up whatever of the GPU this lease still holds."""
+        if self._fd is not None:
+            self._release()
+        self.exited()
 
     def _release(self) -> None:
         with _CHANGED:

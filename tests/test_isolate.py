@@ -137,7 +137,7 @@ class RecordingLease:
     """Stands in for ksci.devices.Lease: when the run waited for earlier exits and when it handed the GPU over."""
 
     def __init__(self, exits_take_s: float = 0.0) -> None:
-        self.exits_take_s, self.waited_at, self.handed_at = exits_take_s, None, None
+        self.exits_take_s, self.waited_at, self.handed_at, self.exited_at = exits_take_s, None, None, None
 
     def wait_for_exits(self, deadline: float) -> bool:
         time.sleep(self.exits_take_s)
@@ -146,6 +146,9 @@ class RecordingLease:
 
     def hand_over(self) -> None:
         self.handed_at = time.monotonic()
+
+    def exited(self) -> None:
+        self.exited_at = time.monotonic()
 
 
 def test_a_child_times_only_after_earlier_exits_and_hands_its_gpu_over_at_its_result(tmp_path):
@@ -173,6 +176,7 @@ def test_a_child_times_only_after_earlier_exits_and_hands_its_gpu_over_at_its_re
     assert lease.waited_at - begun <= outcome.first_s["timing"] + 0.05
     assert outcome.handed_over_s == pytest.approx(lease.handed_at - begun, abs=0.05)
     assert outcome.first_s["result"] <= outcome.handed_over_s <= outcome.wall_s - 0.5  # before the exit's second
+    assert lease.exited_at - begun >= outcome.handed_over_s + 0.5  # the exit lock, once the process was gone
 
 
 def test_a_child_still_running_after_its_result_is_killed_after_the_grace(tmp_path, monkeypatch):
@@ -209,6 +213,23 @@ def test_without_a_lease_nothing_waits_and_a_crash_before_the_result_is_seen_at_
     outcome = run_child(argv, timeout_s=120)
     assert outcome.returncode == 3 and outcome.handed_over_s is None and not outcome.lingered
     assert outcome.last("go")["more"] == "" and time.monotonic() - start < 30
+
+
+def test_a_child_that_ends_without_a_result_is_seen_at_once_though_a_grandchild_holds_its_report_pipe(tmp_path):
+    argv = reporting_child(
+        tmp_path,
+        """
+        import subprocess
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], pass_fds=(fd,))
+        send("started")
+        raise SystemExit(3)
+    """,
+    )
+    start = time.monotonic()
+    with Child(argv) as child:
+        outcome = child.run(timeout_s=120, go={}, lease=RecordingLease())
+    assert outcome.returncode == 3 and not outcome.timed_out and outcome.handed_over_s is None
+    assert time.monotonic() - start < 30
 
 
 def _alive(pid: int) -> bool:

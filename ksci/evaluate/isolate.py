@@ -36,6 +36,7 @@ OUTPUT_TAIL_CHARS = 8000
 # driver's teardown takes tenths of a second; a run waiting for that GPU's exits (ksci.devices.Lease) waits this long
 # at most.
 EXIT_GRACE_S = 20.0
+SETTLE_POLL_S = 0.05  # how often a run waiting for its child's result also looks whether the child has ended
 _LIVE: set[int] = set()  # process-group ids of the children started and not yet reaped
 _LIVE_LOCK = threading.Lock()
 _STOPPING = threading.Event()
@@ -154,6 +155,8 @@ class Child:
         outcome.returncode = self._wait(start, deadline, lease)
         _kill_group(proc.pid)  # grandchildren left behind by a child that exited
         self._forget()
+        if lease is not None:
+            lease.exited()
         if _STOPPING.is_set() and outcome.returncode is not None and outcome.returncode < 0:
             raise StoppedByUser(f"the run is stopping: child {proc.pid} was killed")
         outcome.wall_s = time.monotonic() - start
@@ -170,7 +173,10 @@ class Child:
         is handed over at the result."""
         outcome, proc = self.outcome, self._proc
         exit_by = deadline
-        if self._settled.wait(max(0.0, deadline - time.monotonic())) and "result" in self._arrived:
+        # Until the result, the end of the report pipe or the child's own end (a grandchild may hold the pipe open).
+        while not self._settled.wait(SETTLE_POLL_S) and proc.poll() is None and time.monotonic() < deadline:
+            pass
+        if "result" in self._arrived:
             now = time.monotonic()
             if lease is not None:
                 lease.hand_over()
