@@ -127,15 +127,15 @@ class Lease:
     A harness process's exit (the driver tearing its GPU context down: about 0.2 s on an H100, issue 28) is not
     the candidate's work. `hand_over` lets the next candidate take the GPU at the run's result, so that the next
     harness starts its context while this one exits; the exiting run holds the GPU's exit lock (shared) until its
-    process is gone (`exited`, or `close`). A run that times anything first waits for every earlier run on its GPU to have
-    exited (`wait_for_exits`: the exit lock, exclusive), so that no timed call overlaps another process's exit.
-    Both locks are flock locks on files of lock_dir(): every ksci process of the host takes part, and a dead
+    process is gone (`exited`, or `close`). A run that times anything first waits for every earlier run on its GPU
+    to have exited (`wait_for_exits`: the exit lock, exclusive), so that no timed call overlaps another process's
+    exit. Both locks are flock locks on files of lock_dir(): every ksci process of the host takes part, and a dead
     holder's locks go with it."""
 
     def __init__(self, gpu: str, fd: int) -> None:
         self.gpu = gpu
         self._fd: int | None = fd  # the GPU's lock, held until handed over or closed
-        self._exit_fd: int | None = None  # the exit lock, held shared from the hand-over until close
+        self._exit_fd: int | None = None  # the exit lock, held shared from the hand-over until the exit
 
     @property
     def handed_over(self) -> bool:

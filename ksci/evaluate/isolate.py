@@ -147,11 +147,16 @@ class Child:
         try:
             proc.stdin.write(json.dumps(go or {}).encode() + b"\n")
             proc.stdin.flush()
-            if lease is not None:
-                lease.wait_for_exits(deadline)
-            proc.stdin.close()
         except OSError:
             pass  # the child is gone already (BrokenPipeError): its exit status says how
+        try:
+            if lease is not None:
+                lease.wait_for_exits(deadline)
+        finally:  # whatever happened, the child must not wait for its end of file until its timeout
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
         outcome.returncode = self._wait(start, deadline, lease)
         _kill_group(proc.pid)  # grandchildren left behind by a child that exited
         self._forget()

@@ -74,7 +74,8 @@ def run_compiled(
     take_gpu = take_gpu or (lambda on_turn: nullcontext(options.device))
     with backend.runner(problem, prepared.source, compiled, options, spares) as run, take_gpu(run.start) as device:
         verdict = run.run(device)
-        if verdict.status == Status.SUSPICIOUS:  # whoever else is on the GPU shared it (but this run's successors)
+        if verdict.status == Status.SUSPICIOUS:  # whoever else is on the GPU shared it; this process's own harness
+            # children are left out: the next candidate's may have started since the hand-over (ksci.devices.Lease)
             uuid = verdict.fingerprint.get("gpu_uuid")
             neighbours = gpu_neighbours(uuid, options.target, live_children())
             verdict.message = with_neighbours(verdict.message, neighbours)
