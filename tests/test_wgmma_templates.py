@@ -94,3 +94,42 @@ def test_register_heavy_corners_compile_without_spills(values, spill_allowed, tm
     (kernel,) = [k for k in result.resources if "wgmma" in k.name]
     assert kernel.spill_bytes <= spill_allowed, result.log[-2000:]
     assert kernel.stack_or_scratch_bytes <= spill_allowed, result.log[-2000:]
+
+
+# fp8_gemm's A_MN points (A transposed on its way into registers; SWAP: the roles of A and B exchanged) hold the
+# fragments of two K blocks beside the accumulator and its temporary: the declared constraints stop where ptxas started
+# spilling (OVERLAP beyond BN 96, one part beyond BN 144). Three consumers spill 28 bytes and two parts at BN 256 eight;
+# measured anyway on an H100 (2026-11-27), the three-consumer point was the fastest there on 6144x512x7168.
+A_MN_CORNERS = [
+    ({}, 0),  # the default: A_MN 1, BN 128, OVERLAP 0
+    ({"SWAP": 1}, 0),
+    ({"SWAP": 1, "BM": 64, "CONSUMERS": 1}, 0),
+    ({"BN": 144, "STAGES": 4}, 0),
+    ({"BN": 96, "OVERLAP": 1}, 0),
+    ({"BN": 256, "N_PARTS": 2, "STAGES": 3}, SPILL_ALLOWED),
+    ({"BM": 192, "CONSUMERS": 3, "STAGES": 4, "SPLIT_K": 1}, SPILL_ALLOWED),
+]
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize(("change", "spill_allowed"), A_MN_CORNERS, ids=[str(c) for c, _ in A_MN_CORNERS])
+def test_a_mn_points_compile_within_their_registers(change, spill_allowed, tmp_path: Path):
+    template = load_problem("fp8_gemm").template("cuda", "wgmma")
+    params = {**template.default, **change}
+    assert params["A_MN"] == 1 and template.feasible(params)
+    result = compile_source(render_kernel(template, params), find_toolchain("cuda"), "sm_90a", tmp_path)
+    assert result.ok, result.log[-2000:]
+    (kernel,) = [k for k in result.resources if "wgmma" in k.name]
+    assert kernel.spill_bytes <= spill_allowed, result.log[-2000:]
+
+
+def test_a_mn_beyond_its_registers_is_declared_infeasible():
+    template = load_problem("fp8_gemm").template("cuda", "wgmma")
+    for change in (
+        {"BN": 128, "OVERLAP": 1},
+        {"BN": 160, "STAGES": 4},
+        {"SWAP": 1, "EPI": 0},
+        {"SWAP": 1, "CONSUMERS": 3, "BM": 192},
+    ):
+        assert not template.feasible({**template.default, **change}), change
+    assert template.feasible({**template.default, "A_MN": 0, "OVERLAP": 1})
