@@ -81,6 +81,14 @@ CORNERS = [  # the values of CORNER_KEYS (OVERLAP 0), then the spill bytes allow
 ]
 
 
+def _compiled_wgmma_kernel(template, params: dict, tmp_path: Path):
+    """The wgmma kernel's resources (registers, spills) as ptxas reports them for this point, which must compile."""
+    result = compile_source(render_kernel(template, params), find_toolchain("cuda"), "sm_90a", tmp_path)
+    assert result.ok, result.log[-2000:]
+    (kernel,) = [k for k in result.resources if "wgmma" in k.name]
+    return kernel, result.log[-2000:]
+
+
 @pytest.mark.nvcc
 @pytest.mark.parametrize(
     ("values", "spill_allowed"), CORNERS, ids=[f"BM{v[0]}-BN{v[2]}-P{v[3]}-S{v[4]}" for v, _ in CORNERS]
@@ -89,11 +97,9 @@ def test_register_heavy_corners_compile_without_spills(values, spill_allowed, tm
     template = load_problem("fp8_gemm_kmajor").template("cuda", "wgmma")
     params = {**template.default, "OVERLAP": 0, **dict(zip(CORNER_KEYS, values, strict=True))}
     assert template.feasible(params)
-    result = compile_source(render_kernel(template, params), find_toolchain("cuda"), "sm_90a", tmp_path)
-    assert result.ok, result.log[-2000:]
-    (kernel,) = [k for k in result.resources if "wgmma" in k.name]
-    assert kernel.spill_bytes <= spill_allowed, result.log[-2000:]
-    assert kernel.stack_or_scratch_bytes <= spill_allowed, result.log[-2000:]
+    kernel, log = _compiled_wgmma_kernel(template, params, tmp_path)
+    assert kernel.spill_bytes <= spill_allowed, log
+    assert kernel.stack_or_scratch_bytes <= spill_allowed, log
 
 
 # fp8_gemm's A_MN points (A transposed on its way into registers; SWAP: the roles of A and B exchanged) hold the
@@ -117,10 +123,8 @@ def test_a_mn_points_compile_within_their_registers(change, spill_allowed, tmp_p
     template = load_problem("fp8_gemm").template("cuda", "wgmma")
     params = {**template.default, **change}
     assert params["A_MN"] == 1 and template.feasible(params)
-    result = compile_source(render_kernel(template, params), find_toolchain("cuda"), "sm_90a", tmp_path)
-    assert result.ok, result.log[-2000:]
-    (kernel,) = [k for k in result.resources if "wgmma" in k.name]
-    assert kernel.spill_bytes <= spill_allowed, result.log[-2000:]
+    kernel, log = _compiled_wgmma_kernel(template, params, tmp_path)
+    assert kernel.spill_bytes <= spill_allowed, log
 
 
 def test_a_mn_beyond_its_registers_is_declared_infeasible():
