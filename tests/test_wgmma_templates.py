@@ -102,10 +102,11 @@ def test_register_heavy_corners_compile_without_spills(values, spill_allowed, tm
     assert kernel.stack_or_scratch_bytes <= spill_allowed, log
 
 
-# fp8_gemm's A_MN points (A transposed on its way into registers; SWAP: the roles of A and B exchanged) hold the
-# fragments of two K blocks beside the accumulator and its temporary: the declared constraints stop where ptxas started
-# spilling (OVERLAP beyond BN 96, one part beyond BN 144). Three consumers spill 28 bytes and two parts at BN 256 eight;
-# measured anyway on an H100 (2026-11-27), the three-consumer point was the fastest there on 6144x512x7168.
+# fp8_gemm's A_MN points (A transposed on its way into registers; SWAP: the roles of A and B exchanged; B_MN: B
+# transposed in shared memory by producer warps) hold the fragments of two K blocks beside the accumulator and its
+# temporary: the declared constraints stop where ptxas started spilling (OVERLAP beyond BN 96, one part beyond BN 144,
+# B_MN with three consumers). Three consumers spill 28 bytes and two parts at BN 256 eight; measured anyway on an H100
+# (2026-11-27), the three-consumer point was the fastest there on 6144x512x7168.
 A_MN_CORNERS = [
     ({}, 0),  # the default: A_MN 1, BN 128, OVERLAP 0
     ({"SWAP": 1}, 0),
@@ -114,6 +115,11 @@ A_MN_CORNERS = [
     ({"BN": 96, "OVERLAP": 1}, 0),
     ({"BN": 256, "N_PARTS": 2, "STAGES": 3}, SPILL_ALLOWED),
     ({"BM": 192, "CONSUMERS": 3, "STAGES": 4, "SPLIT_K": 1}, SPILL_ALLOWED),
+    # B_MN: the transposer warps (64 registers) and the consumers (216) beside them; two parts at BN 192 spill 4 bytes
+    ({"B_MN": 3, "STAGES": 4}, 0),
+    ({"B_MN": 4, "BN": 64, "STAGES": 6}, 0),
+    ({"B_MN": 2, "BM": 64, "CONSUMERS": 1, "STAGES": 6, "N_PARTS": 2}, 0),
+    ({"B_MN": 3, "BN": 192, "N_PARTS": 2, "STAGES": 3, "EPI": 0}, SPILL_ALLOWED),
 ]
 
 
@@ -134,6 +140,11 @@ def test_a_mn_beyond_its_registers_is_declared_infeasible():
         {"BN": 160, "STAGES": 4},
         {"SWAP": 1, "EPI": 0},
         {"SWAP": 1, "CONSUMERS": 3, "BM": 192},
+        {"B_MN": 2, "CONSUMERS": 3, "BM": 192, "STAGES": 3},  # the transposers' 48 registers spilled
+        {"B_MN": 2, "BN": 96},  # whole 64-row boxes of B
+        {"B_MN": 2, "A_MN": 0, "OVERLAP": 1},
+        {"B_MN": 2, "SWAP": 1},
+        {"B_MN": 4, "STAGES": 5},  # shared memory: 5 stages, 4 raw slots and the staged epilogue
     ):
         assert not template.feasible({**template.default, **change}), change
     assert template.feasible({**template.default, "A_MN": 0, "OVERLAP": 1})
