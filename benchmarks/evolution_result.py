@@ -5,7 +5,8 @@ vendor library, per shape. For issue 17's check (a tuning-only run from scratch 
 
 Reads the run's lineage: how many candidates, their verdicts (and every compile error's message, so that a
 constraint-violating point would show), the best `ok` kernel of generation 0 and the best `ok` kernel of any
-generation. Both are evaluated again through ksci's harness (screen, library check, verification, timing with
+generation (a composed kernel with its points: the default's, and each shape's changes to it). Both are evaluated
+again through ksci's harness (screen, library check, verification, timing with
 fresh inputs per call), each with the reference and the vendor library timed in the same harness process, and one
 table is printed: per benchmark shape, the best seed, the best evolved kernel, the vendor library, the speed of
 light; then the geomeans and the ratios. The numbers are this script's measurements, not the lineage's.
@@ -32,6 +33,21 @@ def _describe(row) -> str:
     return f"{row['template']} {row['params_json']}"
 
 
+def _plan(row) -> dict | None:
+    """A composed kernel's points: the default's, then each shape's as its differences from the default."""
+    if row["kind"] != "composed":
+        return None
+    plan = json.loads(row["params_by_shape_json"])
+    default = plan["default"]
+    shapes = {}
+    for shape, point in plan["shapes"].items():
+        if point["template"] != default["template"]:
+            shapes[shape] = point
+        else:
+            shapes[shape] = {k: v for k, v in point["params"].items() if default["params"].get(k) != v}
+    return {"default": default, "shapes": shapes}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--store", default="data/runs")
@@ -53,6 +69,12 @@ def main() -> None:
     print(
         f"best overall: {best['candidate_id']} gen {best['generation']} {_describe(best)}: {best['geomean_us']:.2f} us"
     )
+
+    plan = _plan(best)
+    if plan is not None:
+        print(f"  its default: {plan['default']['template']} {json.dumps(plan['default']['params'], sort_keys=True)}")
+        for shape, change in sorted(plan["shapes"].items()):
+            print(f"  {shape}: {json.dumps(change, sort_keys=True)}")
 
     options = EvaluationOptions(target=target)
     verdicts = {}
@@ -96,7 +118,12 @@ def main() -> None:
             "candidates": len(rows),
             "statuses": rows["status"].value_counts().to_dict(),
             "seed": {"id": seed["candidate_id"], "what": _describe(seed), "geomean_us": seed_v.geomean_us},
-            "evolved": {"id": best["candidate_id"], "what": _describe(best), "geomean_us": best_v.geomean_us},
+            "evolved": {
+                "id": best["candidate_id"],
+                "what": _describe(best),
+                "plan": plan,
+                "geomean_us": best_v.geomean_us,
+            },
             "vendor_geomean_us": vendor_geo,
             "per_shape": per_shape,
             "fingerprint": best_v.fingerprint,
