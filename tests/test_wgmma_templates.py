@@ -78,6 +78,9 @@ CORNERS = [  # the values of CORNER_KEYS (OVERLAP 0), then the spill bytes allow
     ((192, 3, 64, 1, 6, 1, 2, 8, 4), 0),
     ((128, 2, 256, 2, 3, 1, 1, 4, 4), 0),
     ((256, 2, 128, 2, 3, 1, 1, 4, 4), 0),
+    # EPI 2: the packed tile (half the accumulator) beside the next tile's temporary while its first K block runs
+    ((192, 3, 128, 1, 4, 2, 2, 1, 4), 0),
+    ((128, 2, 192, 1, 4, 2, 1, 1, 4), 0),
 ]
 
 
@@ -131,6 +134,29 @@ def test_a_mn_points_compile_within_their_registers(change, spill_allowed, tmp_p
     assert params["A_MN"] == 1 and template.feasible(params)
     kernel, log = _compiled_wgmma_kernel(template, params, tmp_path)
     assert kernel.spill_bytes <= spill_allowed, log
+
+
+# EPI 2 overlaps a tile's epilogue with the next tile's first K block: one wgmma group per K block, whole tiles, K-major
+# A. Outside that the constraints refuse it, and so does the template's static_assert.
+EPI2_REFUSED = [
+    ("fp8_gemm_kmajor", {"OVERLAP": 1}),
+    ("fp8_gemm_kmajor", {"OVERLAP": 0, "SPLIT_K": 4}),
+    ("fp8_gemm_kmajor", {"OVERLAP": 0, "SPLIT_K": 1, "N_PARTS": 2}),
+    ("fp8_gemm_kmajor", {"OVERLAP": 0, "SPLIT_K": 1, "PROMOTE": 2}),
+    ("fp8_gemm", {"OVERLAP": 0, "SPLIT_K": 1, "A_MN": 1}),
+]
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize(("problem", "change"), EPI2_REFUSED, ids=[f"{p}-{c}" for p, c in EPI2_REFUSED])
+def test_epi2_outside_its_scope_is_refused(problem, change, tmp_path: Path):
+    template = load_problem(problem).template("cuda", "wgmma")
+    params = {**template.default, **change, "EPI": 2}
+    assert not template.feasible(params)
+    assert template.feasible({**params, "EPI": 1})
+    result = compile_source(render_kernel(template, params), find_toolchain("cuda"), "sm_90a", tmp_path)
+    assert not result.ok
+    assert 'static assertion failed with "EPI 2' in result.log
 
 
 def test_a_mn_beyond_its_registers_is_declared_infeasible():
