@@ -464,10 +464,10 @@ LADDER = TemplateSpec(
     {"W": [0, 1, 2, 3], "X": [1, 2], "Y": [0, 1, 2, 3], "Z": [0, 1, 2, 3]}, {"W": 0, "X": 1, "Y": 1, "Z": 1},
     (parse_constraint("X <= Y and (X <= Z or W >= 2)", {"W", "X", "Y", "Z"}),),
 )  # fmt: skip
-# Six parameters of eight values (262,144 points): over ENUMERATION_LIMIT, so repairs are searched step by step.
+# Seven parameters of eight values (2,097,152 points): over ENUMERATION_LIMIT, so repairs are searched step by step.
 WIDE = TemplateSpec(
-    "wide", "cuda", Path("wide.cu.j2"), {k: list(range(8)) for k in "ABCDEF"}, dict.fromkeys("ABCDEF", 3),
-    (parse_constraint("A <= B and A <= C and D + E + F != 10", set("ABCDEF")),),
+    "wide", "cuda", Path("wide.cu.j2"), {k: list(range(8)) for k in "ABCDEFG"}, dict.fromkeys("ABCDEFG", 3),
+    (parse_constraint("A <= B and A <= C and D + E + F != 10", set("ABCDEFG")),),
 )  # fmt: skip
 
 
