@@ -56,6 +56,9 @@ def main() -> None:
     args = parser.parse_args()
     store = LineageStore(args.store)
     rows = store.read(args.run)
+    if rows.empty:
+        known = ", ".join(store.runs()) or "none"
+        raise SystemExit(f"no candidates of run {args.run!r} in {args.store} (runs there: {known})")
     problem = load_problem(rows["problem"].iloc[0])
     target = rows["target"].iloc[0]
     print(f"run {args.run}: {len(rows)} candidates over {rows['generation'].max() + 1} generations of {problem.name}")
@@ -63,6 +66,8 @@ def main() -> None:
     for _, row in rows[rows["status"] == str(Status.COMPILE_ERROR)].iterrows():
         print(f"  compile_error gen {row['generation']} {_describe(row)}: {row['message'][:160]}")
     ok = rows[rows["status"] == str(Status.OK)]
+    if ok[ok["generation"] == 0].empty:
+        raise SystemExit(f"run {args.run} has no ok kernel in generation 0: nothing to compare the best with")
     seed = ok[ok["generation"] == 0].sort_values("geomean_us").iloc[0]
     best = ok.sort_values("geomean_us").iloc[0]
     print(f"best of generation 0: {seed['candidate_id']} {_describe(seed)}: {seed['geomean_us']:.2f} us (lineage)")
