@@ -6,10 +6,12 @@ library with ctypes, checks it against the problem's reference() on test shapes 
 the problem's rtol/atol per element), then times every benchmark shape with CUDA events (L2 flushed before each
 call, median of --reps) beside the problem's vendor() in the same process. One table per problem; full logs (JSON)
 go to --out (default $OUT). The final numbers are ksci's harness's (`ksci evaluate`), not this script's.
+A --point outside the problem's declared space (an unknown name, a value not in its list, a problem.yaml constraint
+violated) stops the script before any build, with the reasons; --outside-space builds it anyway.
 
     PYTHONPATH=$PWD python3 benchmarks/hopper_fp8.py [--problems fp8_gemm_kmajor,fp8_gemm]
         [--point BM=128,BN=128,CONSUMERS=2,STAGES=5,GROUP_M=8 ...] [--reps 30] [--quick] [--check-only]
-        [--check-benchmarks]
+        [--check-benchmarks] [--outside-space]
     ncu ... python3 benchmarks/hopper_fp8.py --problems fp8_gemm_kmajor --profile 6144,4608,7168 --profile-vendor
 """
 
@@ -49,7 +51,40 @@ DEFAULT_POINTS = (
 
 
 def parse_point(text: str) -> dict:
-    return {k: int(v) for k, v in (kv.split("=") for kv in text.split(",") if kv)}
+    pairs = [kv.split("=") for kv in text.split(",") if kv]
+    if any(len(kv) != 2 or not kv[1].strip().lstrip("-").isdigit() for kv in pairs):
+        raise SystemExit(f"--point {text!r}: write K=V pairs with whole numbers, separated by commas")
+    return {k.strip(): int(v) for k, v in pairs}
+
+
+def point_errors(template, point: dict) -> list[str]:
+    """Why the point (over the template's default) is outside the template's declared space: unknown names, values
+    not in a name's list, the problem.yaml constraints it violates. Empty when it is inside."""
+    unknown = sorted(set(point) - set(template.params))
+    if unknown:
+        return [f"{', '.join(unknown)}: not parameters of {template.name} ({', '.join(template.params)})"]
+    full = {**template.default, **point}
+    errors = [f"{k}={v}: not one of {template.params[k]}" for k, v in point.items() if v not in template.params[k]]
+    return errors + [f"violates {text}" for text in template.violations(full)]
+
+
+def points_of(name: str, texts: list[str] | None, args, log) -> list[dict]:
+    """The points to build for one problem. Given points outside the problem's declared space stop the script before
+    any build or GPU work (--outside-space lets them through, for an experiment whose template is not the declared
+    one); of the built-in list, those outside this problem's space are left out, with a line saying why."""
+    template = wgmma_template(load_problem(name), args)
+    points = [parse_point(t) for t in (texts or DEFAULT_POINTS)]
+    errors = {i: point_errors(template, p) for i, p in enumerate(points)}
+    outside = [f"{name} {texts[i]}: {e}" for i, es in errors.items() for e in es] if texts else []
+    if outside and not args.outside_space:
+        raise SystemExit(
+            "points outside the declared space (--outside-space to build them anyway):\n  " + "\n  ".join(outside)
+        )
+    if texts:
+        return points
+    for i in (i for i, es in errors.items() if es):
+        log(f"[{name}] built-in point {DEFAULT_POINTS[i] or 'default'} left out: {'; '.join(errors[i])}")
+    return [p for i, p in enumerate(points) if not errors[i]]
 
 
 def build(problem, template, point: dict, cache: Path) -> dict:
@@ -277,22 +312,26 @@ def main() -> int:
     parser.add_argument("--check-only", action="store_true", help="build and check the points, time nothing")
     parser.add_argument("--out", default=os.environ.get("OUT", "data/hopper_fp8"))
     parser.add_argument("--cache", default="/tmp/hopper_fp8_cache", help="compile cache (kept out of --out)")
+    parser.add_argument(
+        "--outside-space", action="store_true", help="build points that the problem's declared space does not hold"
+    )
     args = parser.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    points = [parse_point(p) for p in (args.point or DEFAULT_POINTS)]
     lines = []
 
     def log(text: str) -> None:
         print(text, flush=True)
         lines.append(text)
 
+    problems = args.problems.split(",")[:1] if args.profile else args.problems.split(",")
+    points = {name: points_of(name, args.point, args, log) for name in problems}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     if args.profile:
-        return profile(args.problems.split(",")[0], points[0], args)
+        return profile(problems[0], points[problems[0]][0], args)
     started = time.time()
     all_results = []
-    for name in args.problems.split(","):
-        all_results.append(bench_problem(name, points, args, out, log))
+    for name in problems:
+        all_results.append(bench_problem(name, points[name], args, out, log))
         (out / "hopper_fp8.json").write_text(json.dumps(all_results, indent=1, default=str))
         (out / "hopper_fp8.log").write_text("\n".join(lines) + "\n")
     log(f"done in {time.time() - started:.0f} s")
