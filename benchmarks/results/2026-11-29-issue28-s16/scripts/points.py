@@ -1,4 +1,5 @@
 """Print the evolved best's point on one shape (as hopper_fp8 --point text), then its A/B twin (TAIL_N toggled)."""
+
 import json
 import sys
 
