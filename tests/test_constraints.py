@@ -22,7 +22,7 @@ import yaml
 from ksci.evaluate.toolchain import find_toolchain
 from ksci.problem.constraints import ConstraintError, parse_constraint
 from ksci.problem.render import render_kernel
-from ksci.problem.spec import ProblemError, list_problems, load_problem
+from ksci.problem.spec import ProblemError, TemplateSpec, list_problems, load_problem
 
 SAMPLE = 20  # feasible points compiled per template with a larger space
 ENUMERATED = 500_000  # spaces up to this many points are enumerated; larger ones are sampled
@@ -160,3 +160,32 @@ def _toolchain(target: str):
         return find_toolchain(target, ARCH[target])  # the compiler that can build this arch, where that is asked
     except TypeError:
         return find_toolchain(target)
+
+
+def _product_filtered(spec) -> list[dict]:
+    points = (dict(zip(spec.params, v, strict=True)) for v in itertools.product(*spec.params.values()))
+    return [p for p in points if spec.feasible(p)]
+
+
+def test_the_proposers_enumeration_is_the_filtered_product_in_its_order() -> None:
+    """ksci.proposers.space enumerates depth first, checking each constraint once its names have values: the same
+    points in the same order as filtering the whole product, for every declared space it enumerates and for random
+    small spaces whose constraints read any subset of the names (one reads none, one divides by a name that can be 0)."""
+    from ksci.proposers.space import ENUMERATION_LIMIT, _enumerate
+
+    declared = [t for n in list_problems() for t in load_problem(n).templates]
+    enumerated = [t for t in declared if math.prod(map(len, t.params.values())) <= ENUMERATION_LIMIT]
+    assert any(t.constraints for t in enumerated)
+    for spec in enumerated:
+        assert _enumerate(spec) == _product_filtered(spec), spec.name
+    rng = random.Random(7)
+    for trial in range(40):
+        names = [f"P{i}" for i in range(rng.randint(1, 5))]
+        params = {n: rng.sample(range(0, 9), rng.randint(1, 4)) for n in names}
+        texts = ["1 < 2", f"8 // {names[-1]} >= 1"]
+        texts += [f"{rng.choice(names)} + {rng.choice(names)} <= {rng.randint(2, 14)}" for _ in range(3)]
+        texts += [f"{rng.choice(names)} % 2 == 0 or {rng.choice(names)} >= {rng.randint(0, 8)}"]
+        constraints = tuple(parse_constraint(t, set(names)) for t in rng.sample(texts, rng.randint(0, len(texts))))
+        spec = TemplateSpec("t", "cuda", Path("t.cu.j2"), params, {}, constraints)
+        assert _enumerate(spec) == _product_filtered(spec), (trial, params, [c.text for c in constraints])
+    assert _enumerate(TemplateSpec("t", "cuda", Path("t.cu.j2"), {}, {})) == [{}]

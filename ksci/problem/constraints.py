@@ -49,6 +49,11 @@ class Constraint:
     text: str
     tree: ast.Expression = field(compare=False, repr=False)
 
+    def names(self) -> frozenset[str]:
+        """The parameter names the constraint reads (not the called min, max and abs)."""
+        callees = {id(n.func) for n in ast.walk(self.tree) if isinstance(n, ast.Call)}
+        return frozenset(n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name) and id(n) not in callees)
+
     def holds(self, params: dict) -> bool:
         """Whether the point satisfies the constraint; an expression that cannot be computed (division by zero,
         an exponent past MAX_EXPONENT) counts as violated."""

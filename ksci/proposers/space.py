@@ -19,7 +19,8 @@ import pandas as pd
 from ksci.problem.spec import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, Problem, TemplateSpec
 
 # Spaces up to this size are enumerated (exhaustion known, repairs among all feasible points); larger ones are
-# sampled. fp8_gemm_kmajor's wgmma space (414,720 points, 11,058 feasible) takes about 4 s once a process.
+# sampled. fp8_gemm_kmajor's wgmma space (414,720 points, 11,058 feasible) takes about 0.6 s once a
+# process (5 s when the whole product was filtered).
 ENUMERATION_LIMIT = 500_000
 COMPOSED = "<composed>"  # the template part of a composed proposal's key
 
@@ -132,9 +133,36 @@ def _feasible_points(spec: TemplateSpec) -> list[dict] | None:
         if math.prod(len(v) for v in spec.params.values()) > ENUMERATION_LIMIT:
             _FEASIBLE[cache_key] = None
         else:
-            space = (dict(zip(spec.params, values, strict=True)) for values in itertools.product(*spec.params.values()))
-            _FEASIBLE[cache_key] = [p for p in space if spec.feasible(p)]
+            _FEASIBLE[cache_key] = _enumerate(spec)
     return _FEASIBLE[cache_key]
+
+
+def _enumerate(spec: TemplateSpec) -> list[dict]:
+    """The feasible points in itertools.product's order over the declared lists: depth first, each constraint checked
+    as soon as the last parameter it reads has a value, so that a violated prefix is not expanded (the same points
+    as filtering the whole product, in a small part of the time)."""
+    names = list(spec.params)
+    if not names:
+        return [{}] if spec.feasible({}) else []
+    checks: list[list] = [[] for _ in names]
+    for constraint in spec.constraints:
+        last = max((names.index(n) for n in constraint.names() if n in spec.params), default=0)
+        checks[last].append(constraint)
+    found: list[dict] = []
+    point: dict = {}
+
+    def extend(depth: int) -> None:
+        if depth == len(names):
+            found.append(dict(point))
+            return
+        for value in spec.params[names[depth]]:
+            point[names[depth]] = value
+            if all(c.holds(point) for c in checks[depth]):
+                extend(depth + 1)
+        del point[names[depth]]
+
+    extend(0)
+    return found
 
 
 def _position_table(spec: TemplateSpec) -> np.ndarray | None:
