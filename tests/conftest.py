@@ -80,5 +80,6 @@ def pytest_sessionfinish(session):
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
-    lines = json.loads(node.workeroutput.get("hip_compile_lines", "[]"))
+    # A worker that died (error set) has no workeroutput: say nothing here, so that xdist reports the crash itself.
+    lines = json.loads(getattr(node, "workeroutput", {}).get("hip_compile_lines", "[]"))
     node.config.stash.setdefault(HIP_COMPILE_LINES, []).extend(lines)
