@@ -7,7 +7,8 @@ the problem's rtol/atol per element), then times every benchmark shape with CUDA
 call, median of --reps) beside the problem's vendor() in the same process. One table per problem; full logs (JSON)
 go to --out (default $OUT). The final numbers are ksci's harness's (`ksci evaluate`), not this script's.
 A --point outside the problem's declared space (an unknown name, a value not in its list, a problem.yaml constraint
-violated) stops the script before any build, with the reasons; --outside-space builds it anyway.
+violated) stops the script before any build, with the reasons; --outside-space builds points that only violate a
+constraint (names and values the renderer refuses stay refused).
 
     PYTHONPATH=$PWD python3 benchmarks/hopper_fp8.py [--problems fp8_gemm_kmajor,fp8_gemm]
         [--point BM=128,BN=128,CONSUMERS=2,STAGES=5,GROUP_M=8 ...] [--reps 30] [--quick] [--check-only]
@@ -36,9 +37,9 @@ import torch
 from ksci.evaluate.compile import compile_source
 from ksci.evaluate.screen import screen_source
 from ksci.evaluate.toolchain import default_arch, find_toolchain
-from ksci.problem.render import render_kernel
+from ksci.problem.render import check_params, render_kernel
 from ksci.problem.roofline import peaks_for, speed_of_light_us
-from ksci.problem.spec import load_problem
+from ksci.problem.spec import ProblemError, load_problem
 
 DEFAULT_POINTS = (
     "",  # the template's default point
@@ -57,34 +58,45 @@ def parse_point(text: str) -> dict:
     return {k.strip(): int(v) for k, v in pairs}
 
 
-def point_errors(template, point: dict) -> list[str]:
-    """Why the point (over the template's default) is outside the template's declared space: unknown names, values
-    not in a name's list, the problem.yaml constraints it violates. Empty when it is inside."""
-    unknown = sorted(set(point) - set(template.params))
-    if unknown:
-        return [f"{', '.join(unknown)}: not parameters of {template.name} ({', '.join(template.params)})"]
-    full = {**template.default, **point}
-    errors = [f"{k}={v}: not one of {template.params[k]}" for k, v in point.items() if v not in template.params[k]]
-    return errors + [f"violates {text}" for text in template.violations(full)]
+def point_errors(template, point: dict, constraints: bool = True) -> list[str]:
+    """Why the point (over the template's default) is outside the template's declared space: a name or value that
+    rendering refuses (ksci.problem.render.check_params), else the problem.yaml constraints it violates (unless
+    `constraints` is False). Empty when it is inside."""
+    try:
+        full = check_params(template, point)
+    except ProblemError as exc:
+        return [str(exc)]
+    return [f"violates {text}" for text in template.violations(full)] if constraints else []
 
 
 def points_of(name: str, texts: list[str] | None, args, log) -> list[dict]:
     """The points to build for one problem. Given points outside the problem's declared space stop the script before
-    any build or GPU work (--outside-space lets them through, for an experiment whose template is not the declared
-    one); of the built-in list, those outside this problem's space are left out, with a line saying why."""
+    any build or GPU work (--outside-space lets constraint violations through, for an experiment whose template is
+    not the declared one); of the built-in list, those outside this problem's space are left out, with a line
+    saying why."""
     template = wgmma_template(load_problem(name), args)
-    points = [parse_point(t) for t in (texts or DEFAULT_POINTS)]
-    errors = {i: point_errors(template, p) for i, p in enumerate(points)}
-    outside = [f"{name} {texts[i]}: {e}" for i, es in errors.items() for e in es] if texts else []
-    if outside and not args.outside_space:
-        raise SystemExit(
-            "points outside the declared space (--outside-space to build them anyway):\n  " + "\n  ".join(outside)
-        )
     if texts:
+        points = [parse_point(t) for t in texts]
+        errors = [
+            f"{name} {text}: {e}"
+            for text, point in zip(texts, points, strict=True)
+            for e in point_errors(template, point, constraints=not args.outside_space)
+        ]
+        if errors:
+            raise SystemExit(
+                "points outside the declared space (--outside-space to build those that only violate its "
+                "constraints):\n  " + "\n  ".join(errors)
+            )
         return points
-    for i in (i for i, es in errors.items() if es):
-        log(f"[{name}] built-in point {DEFAULT_POINTS[i] or 'default'} left out: {'; '.join(errors[i])}")
-    return [p for i, p in enumerate(points) if not errors[i]]
+    kept = []
+    for text in DEFAULT_POINTS:
+        point = parse_point(text)
+        errors = point_errors(template, point)
+        if errors:
+            log(f"[{name}] built-in point {text or 'default'} left out: {'; '.join(errors)}")
+        else:
+            kept.append(point)
+    return kept
 
 
 def build(problem, template, point: dict, cache: Path) -> dict:
@@ -313,7 +325,9 @@ def main() -> int:
     parser.add_argument("--out", default=os.environ.get("OUT", "data/hopper_fp8"))
     parser.add_argument("--cache", default="/tmp/hopper_fp8_cache", help="compile cache (kept out of --out)")
     parser.add_argument(
-        "--outside-space", action="store_true", help="build points that the problem's declared space does not hold"
+        "--outside-space",
+        action="store_true",
+        help="build points that violate the declared constraints (for an experiment's template)",
     )
     args = parser.parse_args()
     lines = []

@@ -49,10 +49,14 @@ def test_reasons_name_the_constraint_the_unknown_name_and_the_value():
         "violates EPI < 2 or (OVERLAP == 0 and N_PARTS == 1 and PROMOTE == 4 and SPLIT_K == 1 and A_MN == 0)"
     ]
     assert hopper.point_errors(template, hopper.parse_point("A_MN=0,EPI=2,OVERLAP=0,SPLIT_K=1,TAIL_N=96")) == []
-    assert hopper.point_errors(template, {"FOO": 1})[0].startswith("FOO: not parameters of wgmma")
-    assert hopper.point_errors(template, {"BM": 7})[0] == "BM=7: not one of [64, 128, 192, 256]"
+    assert hopper.point_errors(template, {"FOO": 1}) == ["template 'wgmma' has no parameter(s) FOO"]
+    assert hopper.point_errors(template, {"BM": 7}) == ["template 'wgmma': BM=7 is not one of [64, 128, 192, 256]"]
+    # --outside-space lets a constraint's violation through (an experiment's template), not what rendering refuses.
     experiment = SimpleNamespace(template_dir=None, outside_space=True)
-    assert hopper.points_of("fp8_gemm", ["BM=7"], experiment, print) == [{"BM": 7}]
+    epi2_a_mn1 = "EPI=2,OVERLAP=0,SPLIT_K=1"
+    assert hopper.points_of("fp8_gemm", [epi2_a_mn1], experiment, print) == [hopper.parse_point(epi2_a_mn1)]
+    with pytest.raises(SystemExit, match=r"BM=7 is not one of \[64, 128, 192, 256\]"):
+        hopper.points_of("fp8_gemm", ["BM=7"], experiment, print)
 
 
 def test_the_script_stops_with_the_reasons_before_any_gpu_work(tmp_path):
