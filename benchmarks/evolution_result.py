@@ -66,9 +66,10 @@ def main() -> None:
     for _, row in rows[rows["status"] == str(Status.COMPILE_ERROR)].iterrows():
         print(f"  compile_error gen {row['generation']} {_describe(row)}: {row['message'][:160]}")
     ok = rows[rows["status"] == str(Status.OK)]
-    if ok[ok["generation"] == 0].empty:
+    first = ok[ok["generation"] == 0]
+    if first.empty:
         raise SystemExit(f"run {args.run} has no ok kernel in generation 0: nothing to compare the best with")
-    seed = ok[ok["generation"] == 0].sort_values("geomean_us").iloc[0]
+    seed = first.sort_values("geomean_us").iloc[0]
     best = ok.sort_values("geomean_us").iloc[0]
     print(f"best of generation 0: {seed['candidate_id']} {_describe(seed)}: {seed['geomean_us']:.2f} us (lineage)")
     print(
