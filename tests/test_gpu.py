@@ -85,6 +85,11 @@ TUNED = [
     ("fp8_gemm", "wgmma", {"BN": 256, "N_PARTS": 2, "STAGES": 3, "OVERLAP": 0}),
     ("fp8_gemm", "wgmma", {"SWAP": 1}),
     ("fp8_gemm", "wgmma", {"B_MN": 3, "STAGES": 4}),
+    (
+        "fp8_gemm",
+        "wgmma",
+        {"A_MN": 0, "BM": 192, "CONSUMERS": 3, "STAGES": 4, "SPLIT_K": 1, "OVERLAP": 0, "EPI": 2, "TAIL_N": 96},
+    ),
 ]
 
 
