@@ -9,7 +9,7 @@ generation (a composed kernel with its points: the default's, and each shape's c
 again through ksci's harness (screen, library check, verification, timing with
 fresh inputs per call), each with the reference and the vendor library timed in the same harness process, and one
 table is printed: per benchmark shape, the best seed, the best evolved kernel, the vendor library, the speed of
-light; then the geomeans and the ratios. The numbers are this script's measurements, not the lineage's.
+light and the evolved kernel's and the vendor's share of it (% SoL); then the geomeans and the ratios. The numbers are this script's measurements, not the lineage's.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ksci.evaluate.options import EvaluationOptions
 from ksci.evaluate.pipeline import evaluate_source
-from ksci.evaluate.results import Status, geomean
+from ksci.evaluate.results import Status, Verdict, geomean
 from ksci.lineage.store import LineageStore
 from ksci.problem.spec import load_problem, shape_key
 
@@ -46,6 +46,50 @@ def _plan(row) -> dict | None:
         else:
             shapes[shape] = {k: v for k, v in point["params"].items() if default["params"].get(k) != v}
     return {"default": default, "shapes": shapes}
+
+
+def _pct(part: float | None, whole: float) -> float:
+    """part as a percentage of whole (the speed of light's time over a kernel's: its share of the peak)."""
+    return 100.0 * part / whole if part and whole == whole and whole > 0 else float("nan")
+
+
+def table(seed_v: Verdict, best_v: Verdict) -> tuple[list[str], dict, float]:
+    """The per-shape table of the seed's and the evolved kernel's times beside the vendor's (timed in the evolved
+    kernel's harness process) and the speed of light, with the evolved kernel's and the vendor's share of it (% SoL:
+    the speed of light's time over theirs); its lines, the per-shape record and the vendor's geomean."""
+    lines = [
+        f"{'shape':18s}{'best seed':>11s}{'evolved':>10s}{'vendor':>10s}{'SoL':>8s}"
+        f"{'evolved % SoL':>15s}{'vendor % SoL':>14s}{'evolved/vendor':>16s}"
+    ]
+    per_shape = {}
+    for s, e in zip(seed_v.timings, best_v.timings, strict=True):
+        vendor = e.vendor.median_us if e.vendor else float("nan")
+        key = shape_key(e.shape)
+        sol = e.speed_of_light_us
+        per_shape[key] = {
+            "seed": s.kernel.median_us,
+            "evolved": e.kernel.median_us,
+            "vendor": vendor,
+            "sol": sol,
+            "evolved_pct_sol": _pct(sol, e.kernel.median_us),
+            "vendor_pct_sol": _pct(sol, vendor),
+        }
+        lines.append(
+            f"{key:18s}{s.kernel.median_us:11.2f}{e.kernel.median_us:10.2f}{vendor:10.2f}{sol or float('nan'):8.2f}"
+            f"{_pct(sol, e.kernel.median_us):15.1f}{_pct(sol, vendor):14.1f}{e.kernel.median_us / vendor:16.2f}"
+        )
+    vendor_geo = geomean([v["vendor"] for v in per_shape.values()])
+    sol_geo = best_v.speed_of_light_geomean_us
+    lines.append(
+        f"{'geomean':18s}{seed_v.geomean_us:11.2f}{best_v.geomean_us:10.2f}{vendor_geo:10.2f}"
+        f"{sol_geo or float('nan'):8.2f}{_pct(sol_geo, best_v.geomean_us):15.1f}{_pct(sol_geo, vendor_geo):14.1f}"
+        f"{best_v.geomean_us / vendor_geo:16.2f}"
+    )
+    lines.append(
+        f"evolved vs vendor: {best_v.geomean_us / vendor_geo:.3f}x the vendor's time; "
+        f"evolved vs best seed: {seed_v.geomean_us / best_v.geomean_us:.3f}x faster"
+    )
+    return lines, per_shape, vendor_geo
 
 
 def main() -> None:
@@ -93,30 +137,8 @@ def main() -> None:
     seed_v, best_v = verdicts["seed"], verdicts["evolved"]
     gpu = best_v.fingerprint.get("gpu")
     print(f"\n{problem.name} on {gpu}, us (median per shape; vendor timed in the evolved kernel's harness process)")
-    print(f"{'shape':18s}{'best seed':>11s}{'evolved':>10s}{'vendor':>10s}{'SoL':>8s}{'evolved/vendor':>16s}")
-    per_shape = {}
-    for s, e in zip(seed_v.timings, best_v.timings, strict=True):
-        vendor = e.vendor.median_us if e.vendor else float("nan")
-        key = shape_key(e.shape)
-        per_shape[key] = {
-            "seed": s.kernel.median_us,
-            "evolved": e.kernel.median_us,
-            "vendor": vendor,
-            "sol": e.speed_of_light_us,
-        }
-        print(
-            f"{key:18s}{s.kernel.median_us:11.2f}{e.kernel.median_us:10.2f}{vendor:10.2f}"
-            f"{e.speed_of_light_us or float('nan'):8.2f}{e.kernel.median_us / vendor:16.2f}"
-        )
-    vendor_geo = geomean([v["vendor"] for v in per_shape.values()])
-    print(
-        f"{'geomean':18s}{seed_v.geomean_us:11.2f}{best_v.geomean_us:10.2f}{vendor_geo:10.2f}"
-        f"{best_v.speed_of_light_geomean_us or float('nan'):8.2f}{best_v.geomean_us / vendor_geo:16.2f}"
-    )
-    print(
-        f"evolved vs vendor: {best_v.geomean_us / vendor_geo:.3f}x the vendor's time; "
-        f"evolved vs best seed: {seed_v.geomean_us / best_v.geomean_us:.3f}x faster"
-    )
+    lines, per_shape, vendor_geo = table(seed_v, best_v)
+    print("\n".join(lines))
     if args.json_out:
         record = {
             "run": args.run,
