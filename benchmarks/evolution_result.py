@@ -9,7 +9,8 @@ generation (a composed kernel with its points: the default's, and each shape's c
 again through ksci's harness (screen, library check, verification, timing with
 fresh inputs per call), each with the reference and the vendor library timed in the same harness process, and one
 table is printed: per benchmark shape, the best seed, the best evolved kernel, the vendor library, the speed of
-light and the evolved kernel's and the vendor's share of it (% SoL); then the geomeans and the ratios. The numbers are this script's measurements, not the lineage's.
+light and the evolved kernel's and the vendor's share of it (% SoL); then the geomeans and the ratios. The numbers
+are this script's measurements, not the lineage's.
 """
 
 from __future__ import annotations
