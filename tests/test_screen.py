@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import itertools
-import random
-
 import pytest
+from sampling import uniform_points
 
 from ksci.evaluate.options import EvaluationOptions
 from ksci.evaluate.pipeline import evaluate_source
@@ -19,14 +17,9 @@ ADVERSARIAL = sorted(load_problem("fp8_gemm").solutions("adversarial"))
 
 def _template_points():
     """Each template's default and up to six other points of its parameter space (fixed sample)."""
-    rng = random.Random(7)
     for name in list_problems():
         for template in load_problem(name).templates:
-            keys = list(template.params)
-            combos = list(itertools.product(*(template.params[k] for k in keys)))
-            points = [template.default] + [
-                dict(zip(keys, c, strict=True)) for c in rng.sample(combos, min(6, len(combos)))
-            ]
+            points = [template.default] + uniform_points(template, 6, f"{name}/{template.name}")
             for i, params in enumerate(points):
                 yield pytest.param(template, params, id=f"{name}-{template.dialect}-{template.name}-{i}")
 

@@ -7,10 +7,8 @@ production ROCm builds use --offload-arch=gfx942.
 
 from __future__ import annotations
 
-import itertools
-import random
-
 import pytest
+from sampling import uniform_points
 
 from ksci.evaluate.compile import compile_source
 from ksci.evaluate.toolchain import find_toolchain
@@ -27,12 +25,7 @@ def _template_points():
     for name in list_problems():
         for template in load_problem(name).templates:
             target = TARGET_OF_DIALECT[template.dialect]
-            space = [
-                dict(zip(template.params, values, strict=True))
-                for values in itertools.product(*template.params.values())
-            ]
-            rng = random.Random(f"{name}/{template.name}")
-            points = [template.default] + rng.sample(space, min(POINTS_PER_TEMPLATE - 1, len(space)))
+            points = [template.default] + uniform_points(template, POINTS_PER_TEMPLATE - 1, f"{name}/{template.name}")
             for params in {tuple(sorted(p.items())): p for p in points}.values():
                 label = f"{name}-{template.dialect}-{template.name}-" + "-".join(f"{k}{v}" for k, v in params.items())
                 yield pytest.param(template, params, target, id=label, marks=MARK[target])
