@@ -18,7 +18,7 @@ import ksci.proposers.per_shape
 from ksci.lineage.store import Candidate, LineageStore, empty_frame
 from ksci.problem.constraints import parse_constraint
 from ksci.problem.spec import Problem, TemplateSpec, load_problem
-from ksci.proposers.optuna_search import _study, propose_tuning
+from ksci.proposers.optuna_search import _parent_turn, _study, propose_tuning
 from ksci.proposers.select import Selection, select_parents
 from ksci.proposers.space import (
     Move,
@@ -174,6 +174,20 @@ def test_neighbours_of_the_parent_come_first(tmp_path: Path, monkeypatch: pytest
         match = re.fullmatch(pattern, p.hypothesis)
         assert match and match.groups() == (changed[0], str(MMA.default[changed[0]]), str(p.params[changed[0]]))
         assert (p.parent_id, p.reference_id) == (parent.candidate_id, "f" * 16)
+
+
+def test_the_first_selection_gets_every_other_parent_turn_and_every_selection_gets_turns() -> None:
+    """With the turns between shape turns, parents[turn % len] gave an even number of selections' odd-ranked ones no
+    turn; now the first (the incumbent, under elitist) takes every other turn and the rest rotate from the offset."""
+    for parents in (2, 3, 8):
+        for offset in range(parents - 1):
+            order = [_parent_turn(turn, parents, offset) for turn in range(4 * parents)]
+            assert order[::2] == [0] * (2 * parents)
+            assert set(order[1::2]) == set(range(1, parents))
+    assert [_parent_turn(turn, 1, 0) for turn in range(4)] == [0, 0, 0, 0]
+    # Four turns a call (a generation of 8 with shape turns between): over the offsets every selection is reached.
+    reached = {_parent_turn(turn, 8, offset) for offset in range(7) for turn in range(4)}
+    assert reached == set(range(8))
 
 
 def test_untried_family_starts_from_its_default(tmp_path: Path) -> None:
