@@ -374,6 +374,32 @@ def test_no_composition_without_a_gain_or_composable_templates(tmp_path: Path, m
     assert not any(p.by_shape for p in propose_tuning(problem, "cuda", frame, [], 4, seed=0))  # one point wins all
 
 
+def test_a_point_clearly_faster_on_one_shape_joins_the_composition(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A variant joins when it is MIN_SHAPE_GAIN faster than the composition so far on some shape, however little it
+    moves the geomean of ten shapes; one that is faster only within that margin (noise) does not."""
+    monkeypatch.setattr(ksci.proposers.per_shape, "composable", lambda spec: True)
+    shapes = tuple({"m": i, "seed": 0} for i in range(1, 11))
+    problem = replace(make_problem(TILED), benchmarks=shapes)
+
+    def times(fast: dict[str, float], rest: float) -> dict[str, float]:
+        return {str(i): fast.get(str(i), rest) for i in range(1, 11)}
+
+    default, wide, one_shape, noise = {"A": 2, "B": 2}, {"A": 4, "B": 2}, {"A": 2, "B": 1}, {"A": 1, "B": 1}
+    rows = [
+        timed("tiled", default, 0, times({}, 100.0)),
+        timed("tiled", wide, 0, times({"1": 50.0}, 200.0)),
+        timed("tiled", one_shape, 0, times({"2": 98.0}, 101.0)),  # 2 % on one shape: 0.2 % on the geomean
+        timed("tiled", noise, 0, times({"3": 99.5}, 120.0)),  # 0.5 %: within the margin
+    ]
+    proposals = propose_tuning(problem, "cuda", frame_of(rows, tmp_path), [], 4, seed=0)
+    composed = proposals[0]
+    assert composed.hypothesis.startswith("composed of 3 points by shape")
+    chosen = {k: composed.by_shape["shapes"][k]["params"] for k in ("1", "2", "3", "4")}
+    assert chosen == {"1": wide, "2": one_shape, "3": default, "4": default}
+
+
 # Neighbours across a constraint (ksci.proposers.space.neighbours): a move that violates a declared constraint is
 # repaired by the nearest feasible point that keeps it: fewest other parameters moved (at most three), then fewest
 # list positions moved, then declaration order, lower value first. Where one adjacent step of another parameter
