@@ -104,12 +104,9 @@ def propose_tuning(
         if batch.full or not batch.open_templates():
             break
         shape = shapes.draw(rng) if turn % 2 and shapes.weights else None
-        parent = None
-        if shape:
-            parent = shapes.parent(shape)
-        elif parents:
-            parent = parents[_parent_turn(geomean_turns, len(parents), offset)]
-            geomean_turns += 1
+        parent = shapes.parent(shape) if shape else None
+        if not shape and parents:
+            parent, geomean_turns = parents[_parent_turn(geomean_turns, len(parents), offset)], geomean_turns + 1
         name, move = _next_move(parent, batch, rng, turn)
         study = studies.get(name, shape)
         if move:
