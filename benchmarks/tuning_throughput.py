@@ -17,6 +17,10 @@ on the same machine), then reads the run's lineage with this checkout's code and
     python benchmarks/tuning_throughput.py --label after --candidates 40 --race --save after.json
     python benchmarks/tuning_throughput.py --label before --tree ../before --candidates 40 --save before.json
     python benchmarks/tuning_throughput.py --show before.json after.json
+
+`--deadline SECONDS` stops the run with SIGTERM once it has run that long (ksci evolve then stops cleanly and keeps
+every verdict recorded; a run overshoots `--minutes` by the generations still running) and reports what the lineage
+holds, its row marked "cut": a device call's own timeout would instead lose the whole table.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -34,6 +39,7 @@ from pathlib import Path
 from ksci.lineage.store import LineageStore
 
 HERE = Path(__file__).resolve().parent.parent
+STOP_WAIT_S = 30.0  # after --deadline's SIGTERM, how long the run may take to stop before it is killed
 
 
 def prefect_database(env: dict, fresh: bool) -> float | None:
@@ -63,12 +69,32 @@ def evolve(args, work: Path) -> dict:
     command += ["--time-limit", str(args.minutes)] if args.minutes else []
     command += ["--simulate"] if args.simulate else []
     began, started = time.time(), time.monotonic()
-    done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
+    child = subprocess.Popen(command, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cut = False
+    try:
+        out, err = child.communicate(timeout=args.deadline)
+    except subprocess.TimeoutExpired:
+        cut = True  # ksci evolve stops cleanly on SIGTERM (ksci.console.stop) and exits 143
+        child.send_signal(signal.SIGTERM)
+        try:
+            out, err = child.communicate(timeout=STOP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            out, err = child.communicate()
     wall = time.monotonic() - started
-    if done.returncode != 0:
-        print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
-        raise SystemExit(f"{args.label}: ksci evolve exited {done.returncode}")
-    return {"wall": wall, "run": run, "store": store, "database_s": database_s, "began": began, "ended": time.time()}
+    if child.returncode != 0 and not cut:
+        print(out[-3000:], err[-3000:], sep="\n")
+        raise SystemExit(f"{args.label}: ksci evolve exited {child.returncode}")
+    ended = time.time()
+    return {
+        "wall": wall,
+        "run": run,
+        "store": store,
+        "database_s": database_s,
+        "began": began,
+        "ended": ended,
+        "cut": cut,
+    }
 
 
 def windows_of(rows) -> dict:
@@ -102,7 +128,7 @@ def summary(args, process: dict, rows) -> dict:
     ok = rows[rows["status"] == "ok"].sort_values("geomean_us")
     best = ok.iloc[0] if len(ok) else None
     return {
-        "label": args.label,
+        "label": args.label + (f" (cut at {args.deadline:.0f} s)" if process.get("cut") else ""),
         "tree": str(args.tree or "this checkout"),
         "race": args.race,
         "overlap": args.overlap,
@@ -173,6 +199,9 @@ def main() -> None:
     parser.add_argument("--overlap", type=int, default=0)
     parser.add_argument("--race", action="store_true")
     parser.add_argument("--minutes", type=float, help="--time-limit of the run")
+    parser.add_argument(
+        "--deadline", type=float, help="stop the run (SIGTERM) after this many seconds and report what it recorded"
+    )
     parser.add_argument("--simulate", action="store_true", help="made-up timings, to try the script on a CPU")
     parser.add_argument(
         "--fresh-prefect-db",
