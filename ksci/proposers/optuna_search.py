@@ -126,8 +126,8 @@ def propose_tuning(
 
 
 def _parent_turn(turn: int, parents: int, offset: int) -> int:
-    """Which selection a parent's turn (the `turn`-th of this call) starts from: the first (under the elitist
-    strategy, the fastest point) every other turn, the others in rank order between, from `offset` (drawn per call,
+    """Which parent a parent's turn (the `turn`-th of this call) starts from: the first (the first selection that is
+    a template point: under the elitist strategy, the fastest such) every other turn, the others in rank order between, from `offset` (drawn per call,
     so that over the generations every selection gets turns). The incumbent's untried neighbours are so walked
     faster than any other parent's. (Drawing parents[turn % len] on the turns between shape turns gave only the
     even-ranked selections a turn.)"""
