@@ -26,7 +26,7 @@ def _template_points():
         for template in load_problem(name).templates:
             target = TARGET_OF_DIALECT[template.dialect]
             points = [template.default] + uniform_points(template, POINTS_PER_TEMPLATE - 1, f"{name}/{template.name}")
-            for params in {tuple(sorted(p.items())): p for p in points}.values():
+            for params in points:  # distinct: uniform_points never repeats a point or returns the default
                 label = f"{name}-{template.dialect}-{template.name}-" + "-".join(f"{k}{v}" for k, v in params.items())
                 yield pytest.param(template, params, target, id=label, marks=MARK[target])
 

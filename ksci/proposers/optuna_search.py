@@ -127,10 +127,10 @@ def propose_tuning(
 
 def _parent_turn(turn: int, parents: int, offset: int) -> int:
     """Which parent a parent's turn (the `turn`-th of this call) starts from: the first (the first selection that is
-    a template point: under the elitist strategy, the fastest such) every other turn, the others in rank order between, from `offset` (drawn per call,
-    so that over the generations every selection gets turns). The incumbent's untried neighbours are so walked
-    faster than any other parent's. (Drawing parents[turn % len] on the turns between shape turns gave only the
-    even-ranked selections a turn.)"""
+    a template point: under the elitist strategy, the fastest such) every other turn, the others in rank order
+    between, from `offset` (drawn per call, so that over the generations every selection gets turns). The
+    incumbent's untried neighbours are so walked faster than any other parent's. (Drawing parents[turn % len] on the
+    turns between shape turns gave only the even-ranked selections a turn.)"""
     if parents < 2 or turn % 2 == 0:
         return 0
     return 1 + (offset + turn // 2) % (parents - 1)
