@@ -30,10 +30,20 @@ from pathlib import Path
 from ksci.evaluate.isolate import run_in_group
 from ksci.evaluate.results import CompileResult, KernelResources
 from ksci.evaluate.sandbox import sandboxed
+from ksci.evaluate.sass import (
+    SassError,
+    SassToolsMissing,
+    checked_listing,
+    find_sass_tools,
+    interleave_ffma,
+    requested_sixteenths,
+)
 from ksci.evaluate.toolchain import Toolchain, demangle_names
 from ksci.problem.spec import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT
 
 COMPILE_TIMEOUT_S = 300
+# Part of the cache key of sources that ask for a SASS edit (ksci.evaluate.sass): a new edit rule is a new build.
+SASS_EDIT_VERSION = "interleave-ffma 1"
 # The compiled source as a compiler names it: before a line number, `/x/.key-abc/kernel.cu(8)` (nvcc),
 # `/x/.key-abc/kernel.hip:47:47` (clang), or by its whole path in quotes (nvcc's `1 error detected in the
 # compilation of "/x/.key-abc/kernel.cu"`); the folder is the cache's work folder, or wherever a sandbox put it.
@@ -51,6 +61,8 @@ def cache_key(source: str, toolchain: Toolchain, arch: str, flags: tuple[str, ..
     suffix = SUFFIX_OF_DIALECT[DIALECT_OF_TARGET[toolchain.target]]
     command = toolchain.command(f"kernel{suffix}", "kernel.so", arch, flags)  # the paths compile_source uses
     material = "\0".join([source_hash(source), toolchain.target, toolchain.version, arch, *command])
+    if toolchain.target == "cuda" and "interleave-ffma" in source:
+        material += "\0" + SASS_EDIT_VERSION
     return hashlib.sha256(material.encode()).hexdigest()[:32]
 
 
@@ -76,8 +88,12 @@ def compile_source(
     src.write_text(source)
     command = toolchain.command(str(src), str(work / "kernel.so"), arch, flags)
     result = _run_compiler(command, toolchain, arch, work, timeout_s)
+    cacheable = not (result.ok and toolchain.target == "cuda") or _edit_sass(result, source, work, toolchain, timeout_s)
     result.source_hash = source_hash(source)
     result.log = _COMPILED_SOURCE.sub(_bare_name, result.log)  # stored without the work folder, which is renamed below
+    if not cacheable:  # the host lacks a tool: nothing is cached, so that a build after its install can succeed
+        shutil.rmtree(work, ignore_errors=True)
+        return name_source(result, source_name)
     (work / "result.json").write_text(json.dumps(asdict(result), indent=1))
     try:
         os.rename(work, entry)  # atomic publish; a concurrent twin may have won the race
@@ -130,6 +146,30 @@ def _run_compiler(command: list[str], toolchain: Toolchain, arch: str, work: Pat
         resources=toolchain.parse_resources(log),
         seconds=round(time.monotonic() - start, 3),
     )
+
+
+def _edit_sass(result: CompileResult, source: str, work: Path, toolchain: Toolchain, timeout_s: float) -> bool:
+    """The SASS edit the source asks for (`// ksci: interleave-ffma N/16`), reported in the log. cuobjdump reads the
+    library in the compiler's sandbox. A failure fails the build, as the library would not be the program the source
+    describes. False when the result must not be cached: the host lacks cuobjdump or nvdisasm."""
+    try:
+        sixteenths = requested_sixteenths(source)
+        if not sixteenths:
+            return True
+        tools = find_sass_tools(toolchain.compiler)
+        library = work / "kernel.so"
+        path = tools.search_path(os.environ.get("PATH", "/usr/bin:/bin"))
+        command = sandboxed(tools.command(library), work, toolchain, tools.paths(), path, proc=True)
+        listing = checked_listing(run_in_group(command, timeout_s, cwd=work, env=dict(os.environ, PATH=path)))
+        result.log += "\n" + interleave_ffma(library, listing, sixteenths).describe(sixteenths) + "\n"
+        return True
+    except subprocess.TimeoutExpired:
+        failure, cacheable = f"cuobjdump -sass took more than {timeout_s:.0f} s", True
+    except (ValueError, SassError) as exc:
+        failure, cacheable = str(exc), not isinstance(exc, SassToolsMissing)
+    result.ok = False
+    result.log += f"\nSASS edit failed: {failure}\n"
+    return cacheable
 
 
 def _load_cached(entry: Path) -> CompileResult:

@@ -91,17 +91,28 @@ def require_sandbox() -> None:
         raise EnvironmentProblem(refusal(status))
 
 
-def sandboxed(command: list[str], work: Path, toolchain) -> list[str]:
+def sandboxed(
+    command: list[str],
+    work: Path,
+    toolchain,
+    tools: tuple[str, ...] = (),
+    search_path: str | None = None,
+    proc: bool = False,
+) -> list[str]:
     """`command` (a compiler's argv, run with cwd `work`) as it runs in the sandbox; unchanged where opted out.
 
     `toolchain`: the ksci.evaluate.toolchain.Toolchain that made the command (its compiler's and bitcode folders
-    are bound read-only)."""
+    are bound read-only); `tools`: other programs the command runs (their folders are bound read-only too), such as
+    cuobjdump on the built library; `search_path`: PATH in the sandbox, if not the host's; `proc`: a /proc of the
+    sandbox's own (cuobjdump crashes without one)."""
     if opted_out():
         return command
     require_sandbox()
-    extra = [toolchain.compiler, os.path.realpath(toolchain.compiler), toolchain.device_libs]
+    extra = [toolchain.compiler, os.path.realpath(toolchain.compiler), toolchain.device_libs, *tools]
     env = compiler_environment(toolchain.target)
-    return wrap(command, read_only=toolchain_paths(extra), writable=[str(work)], cwd=str(work), env=env)
+    if search_path is not None:
+        env["PATH"] = search_path
+    return wrap(command, read_only=toolchain_paths(extra), writable=[str(work)], cwd=str(work), env=env, proc=proc)
 
 
 def wrap(
