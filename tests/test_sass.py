@@ -101,6 +101,15 @@ def test_the_library_bytes_are_edited_where_the_run_is_and_only_there():
     assert "16 of the 32 FFMAs in 1 runs" in report.describe(16)
 
 
+def test_the_same_run_in_two_functions_is_edited_once_everywhere():
+    body = _promotion(16)
+    listing = _listing({"k1": body, "k2": body})
+    data = bytearray(b"\x7fELF" + _bytes(body) + b"\0" * 7 + _bytes(body))
+    report = edit_library(data, listing, 16)
+    assert (report.runs, report.ffmas, report.changed) == (2, 64, 32)
+    assert data.count(bytes(_bytes(body))) == 0 and data.count(REUSING[1].to_bytes(8, "little")) == 0
+
+
 def test_a_run_missing_from_the_bytes_is_an_error():
     listing = _listing({"k": _promotion(16)})
     with pytest.raises(SassError, match="not in the library's bytes"):

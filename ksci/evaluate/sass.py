@@ -132,23 +132,25 @@ def interleaved(run: list[Instruction], sixteenths: int) -> list[Instruction]:
 
 
 def edit_library(data: bytearray, listing: str, sixteenths: int) -> InterleaveReport:
-    """Apply `interleaved` to every long FFMA run of `listing` (the library's own) in `data`, in place."""
+    """Apply `interleaved` to every long FFMA run of `listing` (the library's own) in `data`, in place. Runs with the
+    same bytes (the same code in two functions, or in two cubins) are edited wherever they are, once."""
     runs = [run for function in parse_listing(listing) for run in ffma_runs(function)]
+    edits: dict[bytes, tuple[bytes, Instruction]] = {}
     changed = 0
     for run in runs:
-        old = b"".join(x.encoding() for x in run)
         new_run = interleaved(run, sixteenths)
-        new = b"".join(x.encoding() for x in new_run)
         changed += sum(a.high != b.high for a, b in zip(run, new_run, strict=True))
-        if old == new:
-            continue
+        old, new = (b"".join(x.encoding() for x in r) for r in (run, new_run))
+        if old != new:
+            edits.setdefault(old, (new, run[0]))
+    for old, (new, first) in edits.items():
         at = data.find(old)
         if at < 0:
             raise SassError(
-                f"the FFMA run at {run[0].offset:#x} ({len(run)} instructions) is not in the library's bytes "
+                f"the FFMA run at {first.offset:#x} ({len(old) // 16} instructions) is not in the library's bytes "
                 "(a compressed fat binary?)"
             )
-        while at >= 0:  # every copy of the code (one per cubin that holds it)
+        while at >= 0:
             data[at : at + len(old)] = new
             at = data.find(old, at + len(new))
     return InterleaveReport(len(runs), sum(len(run) for run in runs), changed)
