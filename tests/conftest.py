@@ -17,6 +17,7 @@ os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="ksci-tests-prefect-")
 # real run on this host, are other GPUs than this session's.
 os.environ["KSCI_GPU_LOCK_DIR"] = tempfile.mkdtemp(prefix="ksci-tests-gpu-locks-")
 
+from ksci.evaluate.sass import SassToolsMissing, find_sass_tools  # noqa: E402
 from ksci.evaluate.toolchain import ToolchainMissing, find_toolchain  # noqa: E402
 from ksci.evaluate.visibility import gpu_visible  # noqa: E402
 
@@ -32,6 +33,14 @@ def _hip_gfx942_missing() -> str | None:
     return None
 
 
+def _sass_tools_missing() -> str | None:
+    try:
+        find_sass_tools(shutil.which("nvcc") or "nvcc")
+    except SassToolsMissing as exc:
+        return str(exc)
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
     skips = {
         "gpu": None if gpu_visible("cuda") or gpu_visible("rocm") else "no GPU on this machine",
@@ -40,13 +49,14 @@ def pytest_collection_modifyitems(config, items):
         "hip_gfx942": _hip_gfx942_missing(),
         "clang_host": None if shutil.which("clang++-19") else "clang++-19 is not installed (apt-get install clang-19)",
         "chromium": None if shutil.which("chromium") else "chromium is not installed (apt-get install chromium)",
+        "cuobjdump": _sass_tools_missing(),
     }
     # CI sets KSCI_REQUIRE_TOOLCHAINS=1: there a missing compiler fails the run instead of skipping its checks.
     required = os.environ.get("KSCI_REQUIRE_TOOLCHAINS") == "1"
     for item in items:
         for marker, reason in skips.items():
             if reason and marker in item.keywords:
-                if required and marker in ("nvcc", "hipcc", "hip_gfx942", "clang_host", "chromium"):
+                if required and marker in ("nvcc", "hipcc", "hip_gfx942", "clang_host", "chromium", "cuobjdump"):
                     raise pytest.UsageError(f"KSCI_REQUIRE_TOOLCHAINS=1 but {reason}")
                 item.add_marker(pytest.mark.skip(reason=reason))
 

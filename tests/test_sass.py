@@ -23,7 +23,7 @@ from ksci.evaluate.sass import (
     requested_sixteenths,
     sass_listing,
 )
-from ksci.evaluate.toolchain import ToolchainMissing, find_toolchain
+from ksci.evaluate.toolchain import find_toolchain
 
 # Encodings as ptxas wrote them for sm_90a (nvcc 13.0): an FFMA whose operand b is marked .reuse (so it also holds the
 # scheduler on its warp), the FFMA after it that reads that operand, and an ISETP.
@@ -143,17 +143,12 @@ extern "C" __global__ void promote(float* acc, const float* t, const float* scal
 
 
 def _nvcc_and_sass_tools():
-    try:
-        toolchain = find_toolchain("cuda")
-    except ToolchainMissing:
-        pytest.skip("nvcc not installed")
-    try:
-        return toolchain, find_sass_tools(toolchain.compiler)
-    except SassError:
-        pytest.skip("cuobjdump or nvdisasm not installed (requirements-dev.lock brings them)")
+    toolchain = find_toolchain("cuda")
+    return toolchain, find_sass_tools(toolchain.compiler)
 
 
 @pytest.mark.nvcc
+@pytest.mark.cuobjdump
 def test_a_built_library_gets_the_edit_and_keeps_its_instructions(tmp_path: Path):
     toolchain, tools = _nvcc_and_sass_tools()
     edited = compile_source(PROMOTE_KERNEL, toolchain, "sm_90a", tmp_path / "a")
@@ -173,6 +168,7 @@ def test_a_built_library_gets_the_edit_and_keeps_its_instructions(tmp_path: Path
 
 
 @pytest.mark.nvcc
+@pytest.mark.cuobjdump
 def test_without_cuobjdump_the_build_fails_and_says_what_to_install(tmp_path: Path, monkeypatch):
     toolchain, _ = _nvcc_and_sass_tools()
     monkeypatch.setattr("ksci.evaluate.sass._which", lambda tool: None)
@@ -196,6 +192,7 @@ def test_a_new_edit_rule_is_a_new_cache_key(monkeypatch):
 
 
 @pytest.mark.nvcc
+@pytest.mark.cuobjdump
 def test_cuobjdump_reads_the_candidate_library_in_the_compilers_sandbox(tmp_path: Path, monkeypatch):
     toolchain, tools = _nvcc_and_sass_tools()
     wrapped: list[tuple[list[str], tuple, bool]] = []

@@ -228,9 +228,9 @@ def test_a_mn_beyond_its_registers_is_declared_infeasible():
     assert template.feasible({**template.default, "A_MN": 0, "OVERLAP": 1})
 
 
-# INTERLEAVE: the promotion's FFMA runs edited in the built library (ksci/evaluate/sass.py); CI has cuobjdump from the
-# dev lock.
+# INTERLEAVE: the promotion's FFMA runs edited in the built library (ksci/evaluate/sass.py).
 @pytest.mark.nvcc
+@pytest.mark.cuobjdump
 @pytest.mark.parametrize("problem", PROBLEMS)
 def test_interleave_points_build_with_their_promotion_edited(problem, tmp_path: Path):
     template = load_problem(problem).template("cuda", "wgmma")
