@@ -8,8 +8,9 @@ on the same machine), then reads the run's lineage with this checkout's code and
   the harnesses' start included), and over the GPU span (the first GPU window's start to the last one's end); the
   process's seconds before and after the span; the Prefect home's database is created before the run, as
   `make setup` creates ksci's (`--fresh-prefect-db`: inside the run, as before 2026-11-26's sixth session);
-- per candidate, the medians of its GPU windows as the parent recorded them: verify, benchmark, and the harness
-  start-up inside each (go-ahead to the child's "started": the GPU context); the GPU seconds per candidate; the
+- per candidate, the medians of its GPU windows as the parent recorded them: verify, benchmark (one window of
+  both since a candidate is verified and timed in one harness run), and the harness start-up inside each (go-ahead
+  to the child's "started": the GPU context); the GPU seconds per candidate; the
   baseline runs (once per generation since issue 28; before it, inside every benchmark);
 - the share of the GPU span the GPU was busy, and the best row's geomean and vendor ratio as the lineage has them
   (the run's own measurements: benchmarks/evolution_result.py times the best again beside cuBLASLt).
@@ -101,11 +102,15 @@ def windows_of(rows) -> dict:
     """Per kind (verify, benchmark, baselines): the GPU windows the parent recorded, each (start, end, start-up s,
     seconds after the child's result inside the window, seconds its exit went on after the window: a run that
     handed its GPU over at its result, ksci.devices.Lease), the last three None where not recorded. A generation's
-    baseline window is named by every row that took it, so it is counted once."""
-    kinds: dict[str, dict] = {"verify": {}, "benchmark": {}, "baselines": {}}
+    baseline window is named by every row that took it, so it is counted once. A candidate verified and timed in
+    one harness run (since the twentieth session of issue 28) has one window, of kind `verify+benchmark`; before,
+    each row had a verify window (`verify_gpu_window`) and a benchmark window."""
+    kinds: dict[str, dict] = {"verify": {}, "benchmark": {}, "verify+benchmark": {}, "baselines": {}}
     for fingerprint in rows["fingerprint_json"].map(json.loads):
         for key, kind in (("verify_gpu_window", "verify"), ("gpu_window", "benchmark"), ("baselines_gpu_window", "baselines")):  # fmt: skip
             w = fingerprint.get(key)
+            if kind == "benchmark" and w and "verify" in w.get("phases", ()):
+                kind = "verify+benchmark"
             if w and "start" in w:
                 exit_s = w["end"] - w["start"] - w["result_s"] if "result_s" in w else None
                 beyond = w["start"] + w["exited_s"] - w["end"] if "exited_s" in w else None
@@ -124,7 +129,7 @@ def summary(args, process: dict, rows) -> dict:
     first, last = (min(w[0] for w in every), max(w[1] for w in every)) if every else (None, None)
     span = last - first if every else 0.0
     busy = sum(w[1] - w[0] for w in every)
-    on_gpu = len(windows["verify"])
+    on_gpu = len(windows["verify"]) + len(windows["verify+benchmark"])
     ok = rows[rows["status"] == "ok"].sort_values("geomean_us")
     best = ok.iloc[0] if len(ok) else None
     return {
@@ -162,11 +167,12 @@ def print_table(results: list[dict]) -> None:
         "| run | race | overlap | candidates | on a GPU | process s | per hour | GPU span s | per hour over the span "
         "| GPU busy | verify window s | benchmark window s | start-up in verify / benchmark s "
         "| after the result in verify / benchmark s | exit after the window verify / benchmark s "
+        "| one window (verify and benchmark) s: whole / start-up / after the result / exit after it "
         "| baseline runs (median s) | GPU s per candidate "
         "| best us (lineage) | vendor / best | before / after the GPU span s | Prefect database set-up s |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|---:|---:|---:|---|---|")
-    unknown = {"verify": None, "benchmark": None}
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|---|---:|---:|---:|---|---|")
+    unknown = {"verify": None, "benchmark": None, "verify+benchmark": None}
     for r in results:
         m, up, down = r["medians_s"], r["startup_s"], r.get("exit_s") or unknown
         beyond = r.get("exit_beyond_s") or unknown
@@ -177,10 +183,19 @@ def print_table(results: list[dict]) -> None:
             f"| {100 * r['busy_s'] / r['span_s'] if r['span_s'] else 0:.0f}% | {_s(m['verify'])} | {_s(m['benchmark'])} "
             f"| {_s(up['verify'])} / {_s(up['benchmark'])} | {_s(down['verify'])} / {_s(down['benchmark'])} "
             f"| {_s(beyond['verify'])} / {_s(beyond['benchmark'])} "
+            f"| {_one_window(m, up, down, beyond)} "
             f"| {r['baseline_runs']} ({_s(m['baselines'])}) "
             f"| {r['busy_s'] / r['on_gpu'] if r['on_gpu'] else 0:.2f} | {_s(r['best_us'])} | {_s(r['best_vs_vendor'])} "
             f"| {_s(r.get('lead_in_s'))} / {_s(r.get('tail_s'))} | {_database(r)} |"
         )
+
+
+def _one_window(medians: dict, startup: dict, after: dict, beyond: dict) -> str:
+    """The one-window columns of a row; rows saved before there was such a window have none."""
+    kind = "verify+benchmark"
+    if medians.get(kind) is None:
+        return "-"
+    return " / ".join(_s(d.get(kind)) for d in (medians, startup, after, beyond))
 
 
 def _database(row: dict) -> str:

@@ -146,7 +146,7 @@ def _reported(chain: CandidateChain, generation: int) -> CandidateChain:
 
 def _verdict(chain: CandidateChain):
     """A finished chain's verdict, or None when one of its stages failed."""
-    verdict = chain.benched.result(raise_on_failure=False)
+    verdict = chain.evaluated.result(raise_on_failure=False)
     return None if isinstance(verdict, BaseException) else verdict
 
 
@@ -163,7 +163,7 @@ def _outcomes(chains: list[CandidateChain]) -> tuple[list[dict], dict]:
         cached = chain.compiled.state.name == "Cached"
         counts["compile_cache_hits" if cached else "compiled"] += 1
         if rows[-1]["status"] != "compile_error":
-            cached = chain.benched.state.name == "Cached"
+            cached = chain.evaluated.state.name == "Cached"
             counts["benchmark_cache_hits" if cached else "benchmarked"] += 1
     if failed:
         failed[0].result()

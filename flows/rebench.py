@@ -1,7 +1,7 @@
 """Re-time a run's champions, for example after a driver or compiler change.
 
 Each champion goes through the evaluation chain every candidate takes (tasks.evaluation.submit_candidate: hipify,
-compile, verify, benchmark, record), its stored source as it is: that source was prepared when it was first
+compile, verify and benchmark, record), its stored source as it is: that source was prepared when it was first
 evaluated, so hipify only checks its entry point again. Verify and benchmark skip the cache (retime), so the
 timing is new; the rows go to the run `<run>-rebench`, one generation per rebench, with the champion's source
 path, so the original lineage is never rewritten.

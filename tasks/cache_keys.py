@@ -1,4 +1,4 @@
-"""The parts of the tasks' cache keys that are not their inputs (compile, verify, benchmark, render, compose,
+"""The parts of the tasks' cache keys that are not their inputs (compile, verify and benchmark, render, compose,
 hipify, hypothesize).
 
 Prefect keys a task on its inputs and its own source (INPUTS + TASK_SOURCE). A verdict also depends on code and
@@ -116,7 +116,7 @@ class SetupFields(CachePolicy):
 
 
 class VerdictCode(CachePolicy):
-    """Keys a verify or benchmark task on the harness's code, the problem's files and its backend's identity (this
+    """Keys a GPU task (a candidate's verify and benchmark, a generation's baselines) on the harness's code, the problem's files and its backend's identity (this
     host's GPU models and drivers, or the simulator's recording)."""
 
     def compute_key(

@@ -1,12 +1,13 @@
 """The evaluation's Prefect tasks, one per stage, each a call into the stage ordering (ksci/evaluate/pipeline.py),
-and `submit_candidate`, the one function that submits a candidate's whole chain: hipify, compile, verify,
-benchmark, store its source, record its row. The evolve flow (tuning and LLM candidates) and rebench use it.
+and `submit_candidate`, the one function that submits a candidate's whole chain: hipify, compile, verify and
+benchmark (one GPU task, `verify_and_benchmark`: one harness process a candidate), store its source, record its
+row. The evolve flow (tuning and LLM candidates) and rebench use it.
 The evolve flow times the baselines (the reference and the vendor library) once per generation
 (`generation_baselines`), and each benchmark takes them; rebench times them beside each champion.
 
 Every task takes the run's EvaluationSetup; the backend (real or simulated) is chosen from it by
 ksci.backends.backend_of, never by a branch here.
-Caching (tasks/cache_keys.py): compile, verify and benchmark are keyed on their inputs, their source and what
+Caching (tasks/cache_keys.py): compile and the GPU step are keyed on their inputs, their source and what
 decides their result beyond them (the harness's and the problem's files, the toolchain, the backend's identity),
 not on the GPU ids; a rerun of a generation reuses every step that finished.
 Timeouts: foreign code only ever runs in subprocesses with their own hard timeouts (the compiler's, and the
@@ -31,7 +32,6 @@ from ksci.evaluate.pipeline import (
     compile_prepared,
     run_baselines,
     run_compiled,
-    timed_after_verified,
     with_baselines,
 )
 from ksci.evaluate.results import CompileResult, Status, Verdict
@@ -43,6 +43,7 @@ from tasks.cache_keys import COMPILE_CACHE, HIPIFY_CACHE, VERDICT_CACHE
 from tasks.stages import CACHED, retry_only_on
 
 LOGGED_OUTPUT_CHARS = 4000
+CANDIDATE_PHASES = ("verify", "benchmark")  # one harness run a candidate (verify_and_benchmark)
 
 GPU_TASK = dict(
     cache_policy=VERDICT_CACHE,
@@ -65,28 +66,27 @@ def compile_kernel(setup: EvaluationSetup, source: PreparedSource) -> CompileRes
     return compile_prepared(backend_of(setup), source, compile_options(setup))
 
 
-@task(name="verify", **GPU_TASK)
-def verify_kernel(setup: EvaluationSetup, source: PreparedSource, compiled: CompileResult) -> Verdict:
-    return _run(setup, source, compiled, ("verify",))
-
-
-@task(name="benchmark", **GPU_TASK)
-def benchmark_kernel(
+@task(name="verify-and-benchmark", **GPU_TASK)
+def verify_and_benchmark(
     setup: EvaluationSetup,
     source: PreparedSource,
     compiled: CompileResult,
-    verified: Verdict,
     race: tuple[tuple[str, float], ...] = (),
     baselines: Verdict | None = None,
 ) -> Verdict:
-    """`race`: the run's best median per shape (ksci evolve --race), an input like the others: the verdict depends
-    on it (how many calls a losing shape gets). `baselines`: the generation's reference and vendor times
+    """The candidate's two GPU steps, verify and then benchmark, in one harness process and one GPU window: the
+    process's start (the GPU context) and its first use of each kernel (cuBLAS's start, kernels loaded on first
+    use) are paid once per candidate, not once per step (issue 28: about 0.8 s of a new process's first checks
+    against 0.2 s warm, benchmarks/check_cost.py). Nothing of the verdict changes: the child verifies every input
+    set first and times nothing unless all pass, waits for the GPU to be clear before its first timed call, and
+    checks again after timing, as two runs did; its checks and timings come back in one verdict.
+
+    `race`: the run's best median per shape (ksci evolve --race), an input like the others: the verdict depends on
+    it (how many calls a losing shape gets). `baselines`: the generation's reference and vendor times
     (generation_baselines); the candidate's harness then times the candidate alone and its verdict takes them
     (with_baselines). Without them, they are timed beside it in its own harness run (rebench)."""
-    if verified.status != Status.OK:
-        return verified
-    timed = _run(setup, source, compiled, ("benchmark",), race, time_baselines=baselines is None)
-    return timed_after_verified(verified, timed if baselines is None else with_baselines(timed, baselines))
+    verdict = _run(setup, source, compiled, CANDIDATE_PHASES, race, time_baselines=baselines is None)
+    return verdict if baselines is None else with_baselines(verdict, baselines)
 
 
 @task(name="baselines", **GPU_TASK)
@@ -134,11 +134,10 @@ def _spares(setup: EvaluationSetup) -> int:
 
 
 def start_spare_harnesses(setup: EvaluationSetup) -> None:
-    """Start the spare harness processes of verify and benchmark now (a run's start), so that the first candidates
-    find them ready instead of each starting its own inside its GPU window (the simulator starts none)."""
+    """Start the spare harness processes of the candidates' GPU step now (a run's start), so that the first
+    candidates find them ready instead of each starting its own inside its GPU window (the simulator starts none)."""
     problem, backend = load_problem(setup.problem), backend_of(setup)
-    for options in (run_options(setup, ("verify",)), run_options(setup, ("benchmark",), time_baselines=False)):
-        backend.start_spares(problem, options, _spares(setup))
+    backend.start_spares(problem, run_options(setup, CANDIDATE_PHASES, time_baselines=False), _spares(setup))
 
 
 @task(name="store-source", cache_policy=CACHED)
@@ -170,8 +169,7 @@ class CandidateChain(NamedTuple):
     """The futures of one candidate's chain. A tuple too, so that callers may unpack it or take `[-1]` (recorded)."""
 
     compiled: PrefectFuture
-    verified: PrefectFuture
-    benched: PrefectFuture
+    evaluated: PrefectFuture  # verify_and_benchmark's verdict
     recorded: PrefectFuture
 
 
@@ -184,22 +182,20 @@ def submit_candidate(
     race: tuple[tuple[str, float], ...] = (),
     baselines: PrefectFuture | None = None,
 ) -> CandidateChain:
-    """Submit a candidate's whole chain: hipify, compile, verify, benchmark, store its source, record its row.
+    """Submit a candidate's whole chain: hipify, compile, verify and benchmark (one GPU step), store its source,
+    record its row.
 
     `source`: the text, or the future of the task that renders it. `source_path`: where the store already holds
     it (rebench: the row keeps its source's path), else it is stored. `retime`: verify and benchmark again, not
     from the cache (rebench). `race`: the run's best median per shape, to stop timing shapes the candidate loses
     (ksci evolve --race). `baselines`: the future of the generation's generation_baselines, whose times the
     benchmark takes; None: the benchmark times them beside the candidate."""
-    verify, benchmark = verify_kernel, benchmark_kernel
-    if retime:
-        verify, benchmark = verify.with_options(refresh_cache=True), benchmark.with_options(refresh_cache=True)
+    on_gpu = verify_and_benchmark.with_options(refresh_cache=True) if retime else verify_and_benchmark
     prepared = hipify.submit(setup, source)
     compiled = compile_kernel.submit(setup, prepared)
-    verified = verify.submit(setup, prepared, compiled)
-    benched = benchmark.submit(setup, prepared, compiled, verified, race, baselines)
+    evaluated = on_gpu.submit(setup, prepared, compiled, race, baselines)
     if source_path is None:
         suffix = SUFFIX_OF_DIALECT[DIALECT_OF_TARGET[setup.target]]
         source_path = store_source.submit(setup.store_root, prepared, suffix)
-    recorded = record_candidate.submit(setup.store_root, meta, prepared, source_path, benched)
-    return CandidateChain(compiled, verified, benched, recorded)
+    recorded = record_candidate.submit(setup.store_root, meta, prepared, source_path, evaluated)
+    return CandidateChain(compiled, evaluated, recorded)

@@ -67,35 +67,37 @@ def test_a_failed_candidate_gets_no_baselines():
     assert with_baselines(wrong, _baselines([100.0, 400.0], [4.0, 16.0])).vendor_geomean_us is None
 
 
-def test_the_benchmark_step_times_the_candidate_alone_when_given_the_generations_baselines(monkeypatch):
+def test_the_gpu_step_times_the_candidate_alone_when_given_the_generations_baselines(monkeypatch):
     from tasks import evaluation
 
     asked = []
 
     def run(setup, source, compiled, phases, race=(), time_baselines=True):
-        asked.append(time_baselines)
+        asked.append((phases, race, time_baselines))
         return _timed([5.0, 20.0])
 
     monkeypatch.setattr(evaluation, "_run", run)
     setup = EvaluationSetup("fp8_gemm", "cuda", "store")
-    verified = Verdict(Status.OK, "fp8_gemm", "cuda", fingerprint={"gpu_window": {"phases": ["verify"]}})
-    merged = evaluation.benchmark_kernel.fn(setup, None, None, verified, (), _baselines([100.0, 400.0], [4.0, 16.0]))
-    alone = evaluation.benchmark_kernel.fn(setup, None, None, verified, ())
-    assert asked == [False, True]  # rebench (no baselines given) still times them beside the candidate
+    race = (("64x64x128", 3.0),)
+    merged = evaluation.verify_and_benchmark.fn(setup, None, None, race, _baselines([100.0, 400.0], [4.0, 16.0]))
+    alone = evaluation.verify_and_benchmark.fn(setup, None, None)
+    # One harness run verifies and then times; rebench (no baselines given) still times them beside the candidate.
+    assert asked == [(("verify", "benchmark"), race, False), (("verify", "benchmark"), (), True)]
     assert merged.vendor_geomean_us == pytest.approx(8.0) and alone.vendor_geomean_us is None
 
 
-def test_the_runs_benchmark_spares_are_started_without_baselines(monkeypatch):
-    """The spares a run starts are the ones its benchmark steps take: started with the same request (time_baselines
-    False), or every benchmark would start a harness of its own inside its GPU window."""
+def test_the_runs_spares_are_started_with_the_request_its_candidates_take(monkeypatch):
+    """The spares a run starts are the ones its candidates' GPU steps take: started with the same request (both
+    phases, time_baselines False), or every candidate would start a harness of its own inside its GPU window."""
     from tasks import evaluation
 
     started = []
     backend = SimpleNamespace(start_spares=lambda problem, options, count: started.append(options))
     monkeypatch.setattr(evaluation, "backend_of", lambda setup: backend)
     evaluation.start_spare_harnesses(EvaluationSetup("fp8_gemm", "cuda", "store"))
-    assert [(o.phases, o.time_baselines) for o in started] == [(("verify",), True), (("benchmark",), False)]
-    assert started[1] == evaluation.run_options(EvaluationSetup("fp8_gemm", "cuda", "store"), ("benchmark",), (), False)
+    assert [(o.phases, o.time_baselines) for o in started] == [(("verify", "benchmark"), False)]
+    setup = EvaluationSetup("fp8_gemm", "cuda", "store")
+    assert started[0] == evaluation.run_options(setup, evaluation.CANDIDATE_PHASES, (), False)
 
 
 def test_the_real_backends_baseline_run_measures_the_baselines_on_the_gpu_it_is_given(monkeypatch):

@@ -49,7 +49,7 @@ class Backend(Protocol):
 
     def baseline_runner(self, problem: Problem, options: EvaluationOptions, spares: int = 0) -> KernelRun:
         """A run that times the baselines alone (the reference and the vendor library), no candidate: its verdict's
-        timings have no kernel time. A run's benchmark steps take them from it (ksci.evaluate.pipeline.
+        timings have no kernel time. A run's candidates' GPU steps take them from it (ksci.evaluate.pipeline.
         with_baselines) instead of timing them beside every candidate."""
 
     def start_spares(self, problem: Problem, options: EvaluationOptions, count: int) -> None:

@@ -2,7 +2,7 @@
 compiler, library check), then verify and time in the isolated harness child, classified into a verdict.
 
 Every path takes it: the command line and the benchmarks (`evaluate_source`, both phases in one harness run), the
-Prefect tasks (tasks/evaluation.py: hipify, compile, verify and benchmark as steps of their own, each cached) and
+Prefect tasks (tasks/evaluation.py: hipify, compile, and verify and benchmark in one GPU task, each cached) and
 rebench through them; so the hipify note and a compile failure's verdict (its fingerprint too) are the same on
 each. What compiles and runs is a Backend (ksci/backends/), the real one unless a run's setup chose the simulator.
 Candidate failures come back as a Verdict; problems of the environment (no compiler, no GPU) raise.
@@ -83,19 +83,11 @@ def run_compiled(
     return verdict
 
 
-def timed_after_verified(verified: Verdict, timed: Verdict) -> Verdict:
-    """The verdict of a benchmark step run after its own verify step: it carries the verify step's checks and GPU
-    window too."""
-    timed.checks = verified.checks + timed.checks
-    timed.fingerprint["verify_gpu_window"] = verified.fingerprint.get("gpu_window")
-    return timed
-
-
 def run_baselines(
     backend: Backend, problem: Problem, options: EvaluationOptions, take_gpu: TakeGpu, spares: int = 0
 ) -> Verdict:
     """Time the reference and the vendor library alone on a GPU `take_gpu` gives, their harness made ready when the
-    turn is near (as run_compiled's): a run's baselines, which its benchmark steps take (with_baselines)."""
+    turn is near (as run_compiled's): a run's baselines, which its candidates' GPU steps take (with_baselines)."""
     with backend.baseline_runner(problem, options, spares) as run, take_gpu(run.start) as device:
         return run.run(device)
 
