@@ -116,8 +116,8 @@ class SetupFields(CachePolicy):
 
 
 class VerdictCode(CachePolicy):
-    """Keys a GPU task (a candidate's verify and benchmark, a generation's baselines) on the harness's code, the problem's files and its backend's identity (this
-    host's GPU models and drivers, or the simulator's recording)."""
+    """Keys a GPU task (a candidate's verify and benchmark, a generation's baselines) on the harness's code, the
+    problem's files and its backend's identity (this host's GPU models and drivers, or the simulator's recording)."""
 
     def compute_key(
         self, task_ctx: TaskRunContext, inputs: dict[str, Any], flow_parameters: dict[str, Any], **kwargs: Any

@@ -77,7 +77,8 @@ def verify_and_benchmark(
     """The candidate's two GPU steps, verify and then benchmark, in one harness process and one GPU window: the
     process's start (the GPU context) and its first use of each kernel (cuBLAS's start, kernels loaded on first
     use) are paid once per candidate, not once per step (issue 28: about 0.8 s of a new process's first checks
-    against 0.2 s warm, benchmarks/check_cost.py). Nothing of the verdict changes: the child verifies every input
+    against 0.2 s warm, benchmarks/check_cost.py; on one H200 a candidate's GPU windows went from 2.80 s in two to
+    2.06 s in one, docs/results.md). Nothing of the verdict changes: the child verifies every input
     set first and times nothing unless all pass, waits for the GPU to be clear before its first timed call, and
     checks again after timing, as two runs did; its checks and timings come back in one verdict.
 

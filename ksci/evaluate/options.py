@@ -53,6 +53,6 @@ def run_options(
     time_baselines: bool = True,
 ) -> EvaluationOptions:
     """The options of a run's GPU step (a candidate's verify and benchmark, tasks.evaluation.CANDIDATE_PHASES, or
-    the baselines alone): the arch is the compiled library's, so not here. `time_baselines` False: a benchmark that leaves the reference and the vendor library to
-    the run's baseline step (tasks/evaluation.py)."""
+    the baselines alone): the arch is the compiled library's, so not here. `time_baselines` False: a benchmark that
+    leaves the reference and the vendor library to the run's baseline step (tasks/evaluation.py)."""
     return EvaluationOptions(target=setup.target, phases=phases, race=race, time_baselines=time_baselines)
