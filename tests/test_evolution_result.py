@@ -5,11 +5,12 @@ is read from it), from verdicts made up here."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import subprocess
 import sys
 from pathlib import Path
+
+from support.benchmark_scripts import load_benchmark
 
 from ksci.evaluate.results import ShapeTiming, Status, Timing, Verdict
 
@@ -32,10 +33,7 @@ def test_a_missing_run_is_named_with_the_runs_the_store_holds(tmp_path):
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("evolution_result", ROOT / "benchmarks" / "evolution_result.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("evolution_result")
 
 
 def _verdict(times: dict, vendor: dict | None, sol: dict) -> Verdict:

@@ -4,13 +4,13 @@ static_assert refuses, and timed nothing). The script needs torch only from its 
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from support.benchmark_scripts import load_benchmark
 
 from ksci.problem.spec import load_problem
 
@@ -21,10 +21,7 @@ pytest.importorskip("torch")
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("hopper_fp8", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("hopper_fp8")
 
 
 def test_built_in_points_outside_a_problems_space_are_left_out_with_the_reason():

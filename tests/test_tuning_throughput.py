@@ -4,20 +4,14 @@ rows of the code before (a verify window and a benchmark window each) are still 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pandas as pd
-
-ROOT = Path(__file__).resolve().parent.parent
+from support.benchmark_scripts import load_benchmark
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("tuning_throughput", ROOT / "benchmarks" / "tuning_throughput.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("tuning_throughput")
 
 
 def _window(phases, start, end, started=0.25, result=None, exited=None):
