@@ -105,7 +105,7 @@ def show(title: str, rows: list[tuple[str, dict]]) -> None:
     print(f"{'sum':>18s} {'':>10s} " + " ".join(f"{total[s]:12.2f}" for s in (*STEPS, "verify")))
 
 
-def cold_child(problem) -> None:
+def cold_child(problem, timed_first: bool = False) -> None:
     """In a fresh process (as a harness child: torch and the reference imported before the clock starts), the
     device's start, then every verification check twice and a timed output's check on every benchmark shape twice:
     the first pass pays what a new process pays once (kernels loaded on first use, cuBLAS's start)."""
@@ -125,7 +125,7 @@ def cold_child(problem) -> None:
         ),
         ("timed_outputs", False, False, [("spec", sh, sh["seed"]) for sh in problem.benchmarks]),
     ]
-    if os.environ.get("KSCI_COLD_ORDER") == "timed_first":
+    if timed_first:
         passes.reverse()
     for name, keep, release, shapes in passes:
         for attempt in ("first", "again"):
@@ -146,13 +146,13 @@ def cold(problem_name: str) -> None:
     """cold_child in fresh processes: the harness's environment (a new HOME each time, so nothing the driver caches
     there survives), then twice with one HOME kept, then with every module loaded at the device's start."""
     kept = tempfile.mkdtemp()
-    runs = [("new HOME", {}, None), ("kept HOME, 1", {}, kept), ("kept HOME, 2", {}, kept)]
-    runs.append(("new HOME, timed outputs first", {"KSCI_COLD_ORDER": "timed_first"}, None))
-    runs.append(("CUDA_MODULE_LOADING=EAGER", {"CUDA_MODULE_LOADING": "EAGER"}, None))
+    runs = [("new HOME", {}, None, []), ("kept HOME, 1", {}, kept, []), ("kept HOME, 2", {}, kept, [])]
+    runs.append(("new HOME, timed outputs first", {}, None, ["--timed-first"]))
+    runs.append(("CUDA_MODULE_LOADING=EAGER", {"CUDA_MODULE_LOADING": "EAGER"}, None, []))
     print("\nA new process's first checks against its later ones (s)")
-    for label, extra, home in runs:
+    for label, extra, home, flags in runs:
         env = {**os.environ, **extra, "HOME": home or tempfile.mkdtemp()}
-        argv = [sys.executable, __file__, problem_name, "--cold-child"]
+        argv = [sys.executable, __file__, problem_name, "--cold-child", *flags]
         done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
         print(f"{label}: {done.stdout.strip() or done.stderr[-2000:]}")
 
@@ -163,10 +163,11 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--cold", action="store_true", help="only the fresh processes' first checks against later ones")
     parser.add_argument("--cold-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--timed-first", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     problem = load_problem(args.problem)
     if args.cold_child:
-        return cold_child(problem)
+        return cold_child(problem, args.timed_first)
     if args.cold:
         return cold(args.problem)
     ref = problem.reference_module()
