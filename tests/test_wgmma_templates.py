@@ -13,6 +13,7 @@ import pytest
 
 from ksci.evaluate.compile import compile_source
 from ksci.evaluate.libcheck import check_library
+from ksci.evaluate.sass import find_sass_tools, sass_listing
 from ksci.evaluate.screen import screen_source
 from ksci.evaluate.toolchain import find_toolchain
 from ksci.problem.render import render_kernel
@@ -240,3 +241,29 @@ def test_interleave_points_build_with_their_promotion_edited(problem, tmp_path: 
     assert result.ok, result.log[-2000:]
     edited = re.search(r"interleave-ffma 9/16: (\d+) of the (\d+) FFMAs in (\d+) runs", result.log)
     assert edited and int(edited.group(1)) > 0 and int(edited.group(3)) > 0, result.log[-500:]
+
+
+# EPI 2: C leaves shared memory through TMA stores (64-row boxes of 32 columns, 16 where 32 does not divide BN and
+# TAIL_N), one thread of each warpgroup issuing them: the GEMM kernel's SASS has UTMASTG and no thread's global store.
+EPI2_STORE_POINTS = [
+    ("fp8_gemm_kmajor", {"BM": 192, "CONSUMERS": 3, "STAGES": 4, "TAIL_N": 96}),  # 32-column boxes
+    ("fp8_gemm_kmajor", {"BN": 144, "STAGES": 4, "TAIL_N": 64}),  # 16-column boxes, 32-byte swizzle
+    ("fp8_gemm_kmajor", {"BM": 256, "BN": 96, "STAGES": 3}),  # two m64 rows of boxes a warpgroup
+    ("fp8_gemm", {"BM": 192, "CONSUMERS": 3, "STAGES": 4, "A_MN": 0, "TAIL_N": 96}),
+]
+
+
+@pytest.mark.nvcc
+@pytest.mark.cuobjdump
+@pytest.mark.parametrize(("problem", "change"), EPI2_STORE_POINTS, ids=[f"{p}-{c}" for p, c in EPI2_STORE_POINTS])
+def test_epi2_stores_c_by_tma(problem, change, tmp_path: Path):
+    template = load_problem(problem).template("cuda", "wgmma")
+    params = {**template.default, "EPI": 2, "OVERLAP": 0, "SPLIT_K": 1, **change}
+    assert template.feasible(params)
+    toolchain = find_toolchain("cuda")
+    result = compile_source(render_kernel(template, params), toolchain, "sm_90a", tmp_path)
+    assert result.ok, result.log[-2000:]
+    listing = sass_listing(Path(result.library), find_sass_tools(toolchain.compiler))
+    (gemm,) = [f for f in listing.split("Function : ")[1:] if "wgmma_kernel" in f.splitlines()[0]]
+    assert re.search(r"\bUTMASTG\.2D\b", gemm), gemm[-2000:]
+    assert not re.search(r"\bSTG\.E", gemm), [line for line in gemm.splitlines() if "STG.E" in line][:5]
