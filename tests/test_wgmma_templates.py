@@ -165,6 +165,14 @@ def test_epi2_outside_its_scope_is_refused(problem, change, tmp_path: Path):
     assert 'static assertion failed with "EPI 2' in result.log
 
 
+def _epi2_point(problem: str, change: dict):
+    """The problem's wgmma template and its default point with EPI 2 (and what EPI 2 needs) and `change`: allowed."""
+    template = load_problem(problem).template("cuda", "wgmma")
+    params = {**template.default, "EPI": 2, "OVERLAP": 0, "SPLIT_K": 1, **change}
+    assert template.feasible(params), params
+    return template, params
+
+
 # TAIL_N: the tail's narrow tiles (wgmma n TAIL_N, a temporary of their own) beside the BN-wide ones in EPI 2's K loop.
 # When the two widths shared one temporary, ptxas serialised every wgmma of the kernel on some of these points (C7511,
 # nvcc 13); with three consumers and clusters it spilled 28-72 bytes, which the constraints refuse. These corners must
@@ -183,9 +191,7 @@ TAIL_CORNERS = [
 @pytest.mark.nvcc
 @pytest.mark.parametrize(("problem", "change"), TAIL_CORNERS, ids=[f"{p}-{c}" for p, c in TAIL_CORNERS])
 def test_tail_points_compile_without_serialised_wgmmas_or_spills(problem, change, tmp_path: Path):
-    template = load_problem(problem).template("cuda", "wgmma")
-    params = {**template.default, "EPI": 2, "OVERLAP": 0, "SPLIT_K": 1, **change}
-    assert template.feasible(params)
+    template, params = _epi2_point(problem, change)
     kernel, log = _compiled_wgmma_kernel(template, params, tmp_path)
     assert kernel.spill_bytes == 0, log
     assert "C7511" not in log and "C7514" not in log, log
@@ -257,9 +263,7 @@ EPI2_STORE_POINTS = [
 @pytest.mark.cuobjdump
 @pytest.mark.parametrize(("problem", "change"), EPI2_STORE_POINTS, ids=[f"{p}-{c}" for p, c in EPI2_STORE_POINTS])
 def test_epi2_stores_c_by_tma(problem, change, tmp_path: Path):
-    template = load_problem(problem).template("cuda", "wgmma")
-    params = {**template.default, "EPI": 2, "OVERLAP": 0, "SPLIT_K": 1, **change}
-    assert template.feasible(params)
+    template, params = _epi2_point(problem, change)
     toolchain = find_toolchain("cuda")
     result = compile_source(render_kernel(template, params), toolchain, "sm_90a", tmp_path)
     assert result.ok, result.log[-2000:]
