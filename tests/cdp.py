@@ -20,13 +20,17 @@ from websockets.sync.client import connect
 START_TIMEOUT_S = 60
 REPLY_TIMEOUT_S = 60
 
-# The centre of the last visible, enabled element matching `selector` whose text is `text`, or null.
+# The centre of the last visible, enabled element matching `selector` whose text is `text`, or null; null too while
+# something else lies on top of that centre (an overlay, or a row that has not finished moving into place).
 _FIND = """(() => {
   const found = [...document.querySelectorAll(%(selector)s)]
     .filter(e => e.textContent.trim() === %(text)s && e.offsetParent !== null && !e.disabled);
   if (!found.length) return null;
-  const box = found[found.length - 1].getBoundingClientRect();
-  return {x: box.x + box.width / 2, y: box.y + box.height / 2};
+  const element = found[found.length - 1];
+  const box = element.getBoundingClientRect();
+  const centre = {x: box.x + box.width / 2, y: box.y + box.height / 2};
+  const top = document.elementFromPoint(centre.x, centre.y);
+  return top && element.contains(top) ? centre : null;
 })()"""
 
 
@@ -69,9 +73,13 @@ class Page:
 
     def wait_for(self, expression: str, timeout_s: float, what: str):
         """The first truthy value of `expression`, looked at every 0.25 s; AssertionError after timeout_s."""
+        return self.wait_for_value(lambda: self.evaluate(expression), timeout_s, what)
+
+    def wait_for_value(self, look, timeout_s: float, what: str):
+        """The first truthy value of `look()`, called every 0.25 s; AssertionError after timeout_s."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            value = self.evaluate(expression)
+            value = look()
             if value:
                 return value
             time.sleep(0.25)
@@ -79,9 +87,18 @@ class Page:
         raise AssertionError(f"no {what} after {timeout_s} s; the page reads:\n{text[:3000]}")
 
     def click(self, text: str, selector: str = "button", timeout_s: float = 60) -> None:
-        """Wait for a visible, enabled element matching `selector` that reads `text` (the last such) and click it."""
+        """Wait for a visible, enabled element matching `selector` that reads `text` (the last such), on top at its
+        centre and at the same place in two looks 0.25 s apart, and click it there. A page that is still laying out
+        (a tab's list filling in) moves its rows; a click at where a row was lands on its neighbour (CI once opened
+        the flow's page, not the flow run's, so)."""
         find = _FIND % {"selector": json.dumps(selector), "text": json.dumps(text)}
-        centre = self.wait_for(find, timeout_s, f"{selector} reading {text!r}")
+        seen: list[dict] = []
+
+        def steady():
+            seen.append(self.evaluate(find))
+            return seen[-1] if seen[-1] and len(seen) > 1 and seen[-2] == seen[-1] else None
+
+        centre = self.wait_for_value(steady, timeout_s, f"{selector} reading {text!r}, in place")
         for event in ("mousePressed", "mouseReleased"):
             self.send("Input.dispatchMouseEvent", type=event, button="left", clickCount=1, **centre)
 
