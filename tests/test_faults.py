@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import textwrap
 import time
 from contextlib import closing
 from pathlib import Path
@@ -21,10 +20,10 @@ from pathlib import Path
 import httpx
 import pytest
 from support.fp8_gemm_script import demo_config_toml, steady_script
+from support.full_disk import FAILED_EXIT, append_on_a_full_disk, rows
 from support.scripted_llm_server import ScriptedLlmServer
 
 from ksci.devices import LOCK_DIR_ENV
-from ksci.evaluate.results import Status, Verdict
 from ksci.lineage.store import LineageStore
 from ksci.llm.ledger import LlmLedger
 
@@ -32,46 +31,18 @@ ROOT = Path(__file__).resolve().parent.parent
 EVOLVE = [sys.executable, "-m", "ksci.cli", "evolve", "--problem", "fp8_gemm", "--target", "cuda", "--children", "3"]
 
 
-def _rows(count: int, generation: int = 0):
-    from ksci.lineage.store import CandidateMeta, candidate_from_verdict
-
-    return [
-        candidate_from_verdict(
-            Verdict(Status.OK, "fp8_gemm", "cuda", geomean_us=100.0 + i),
-            CandidateMeta(
-                run="full", generation=generation, proposer="seed", hypothesis="h", template="naive", params={"i": i}
-            ),
-            f"sources/00/{i:016x}.cu",
-            f"{generation:08x}{i:08x}",
-        )
-        for i in range(count)
-    ]
-
-
 def test_a_full_disk_leaves_the_store_readable_and_complete(tmp_path):
     """An append that hits EFBIG (RLIMIT_FSIZE: the OS's own "file too large") publishes nothing partial."""
     store = LineageStore(tmp_path / "store")
-    assert store.append(_rows(3)) == 3
-    script = textwrap.dedent(f"""
-        import resource, sys
-        sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / "tests")!r}]  # tests/support, which test_faults imports
-        from tests.test_faults import _rows
-        from ksci.lineage.store import LineageStore
-        resource.setrlimit(resource.RLIMIT_FSIZE, (2048, 2048))  # smaller than any Parquet part file
-        try:
-            LineageStore({str(tmp_path / "store")!r}).append(_rows(5, generation=1))
-        except OSError as exc:
-            print("append failed:", exc)
-            sys.exit(17)
-    """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 17, out.stdout + out.stderr
+    assert store.append(rows(3)) == 3
+    out = append_on_a_full_disk(tmp_path / "store")
+    assert out.returncode == FAILED_EXIT, out.stdout + out.stderr
     assert "File too large" in out.stdout
     frame = store.read("full")
     assert len(frame) == 3 and set(frame["generation"]) == {0}  # everything recorded before, nothing after
     leftovers = [p.name for p in (tmp_path / "store" / "full" / "candidates").iterdir()]
     assert all(name.startswith("part-000000-") for name in leftovers), leftovers  # no temp or partial file
-    assert store.append(_rows(5, generation=1)) == 5  # with room again, the same append succeeds
+    assert store.append(rows(5, generation=1)) == 5  # with room again, the same append succeeds
     assert len(store.read("full")) == 8
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import multiprocessing
 import re
+import subprocess
+import sys
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
@@ -359,3 +361,22 @@ def test_store_on_an_fsspec_url_that_is_not_local() -> None:
 def test_an_empty_store_location_is_refused() -> None:
     with pytest.raises(ValueError, match="empty"):
         LineageStore("")
+
+
+def test_reading_a_part_starts_no_arrow_thread(tmp_path: Path) -> None:
+    """ksci.lineage.parts.read_part parses the bytes in the caller's thread: an Arrow IO thread left holding a
+    Python buffer aborts the process at exit. Counted in a fresh interpreter, where Arrow has started no pool yet
+    (reading the file object with pq.ParquetFile itself starts one thread)."""
+    LineageStore(tmp_path).append([make_candidate("threads", 0, n) for n in range(3)])
+    script = f"""
+import os
+from ksci.lineage.parts import part_files, read_parts
+from ksci.lineage.store import LineageStore
+storage = LineageStore({str(tmp_path)!r}).storage
+before = len(os.listdir("/proc/self/task"))
+read = read_parts(storage, part_files(storage, storage.path("threads", "candidates")))
+print(sum(t.num_rows for t in read.tables), before, len(os.listdir("/proc/self/task")))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    rows, before, after = map(int, out.stdout.split())
+    assert rows == 3 and after == before, out.stdout

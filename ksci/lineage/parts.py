@@ -54,13 +54,19 @@ def write_part(storage: Storage, folder: str, generation: int, table: pa.Table) 
 def read_part(storage: Storage, path: str, columns: list[str] | None = None) -> pa.Table:
     """One Parquet part file of a store (the lineage's, or the LLM ledger's), wherever the store lives.
 
-    Read in this thread, not with pq.read_table: its dataset scanner can leave work on Arrow's threads that aborts
-    the process at exit ("terminate called without an active exception", apache/arrow#36389). Processes that
-    append to one store four at a time (tests/test_lineage.py's writers) aborted so in 6 of 1000 exits with
-    read_table, in 0 of 1000 with this (scripts/count_exit_aborts.py). Part files are small.
+    The file's bytes are read in Python, then parsed from memory in this thread: Arrow starts no read on a thread
+    of its own (tests/test_lineage.py counts the process's threads). Arrow reading the Python file object itself
+    (fsspec's) runs a read on a thread of its IO pool whose result wraps a Python buffer; when the interpreter
+    exits before that thread has let go of it, the thread dies waiting for the GIL inside a noexcept frame and the
+    process aborts ("terminate called without an active exception", apache/arrow#34314: a core dump of one such
+    exit showed ~PyBuffer, under ReadAsync's future, on an Arrow worker). With pq.read_table, 6 of 1000 appending
+    writers' exits aborted so; with ParquetFile on the file object, 24 of 2,200 exits of a process whose append
+    fails at once (tests/test_faults.py's full disk; CI failed on it once); parsed from memory, 0 of 700
+    (scripts/count_exit_aborts.py, 2026-12-02). Part files are small.
     """
     with storage.open(path) as f:
-        return pq.ParquetFile(f).read(columns=columns, use_threads=False)
+        data = f.read()
+    return pq.ParquetFile(pa.BufferReader(data)).read(columns=columns, use_threads=False)
 
 
 def to_pandas(table: pa.Table) -> pd.DataFrame:
