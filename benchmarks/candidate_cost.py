@@ -1,12 +1,14 @@
 """Where one candidate's seconds go (issue 28: a thousand candidates an hour): time each part of an evaluation apart.
 
-An evolution evaluates a candidate in two harness runs on its GPU, one after the other: verification (every test
-shape on every input profile) and the benchmark (every benchmark shape timed one call at a time, then the reference
-and the vendor library timed beside it). This script times, for one compiled kernel and on one GPU, each of:
+An evolution evaluates a candidate in one harness run on its GPU: verification (every test shape on every input
+profile), then the benchmark (every benchmark shape timed one call at a time); the reference and the vendor library
+are timed once per generation, not beside each candidate (flows/evolve.py's generation_baselines). This script
+times, for one compiled kernel and on one GPU, each of:
 
 - a harness-like process start: `python -c "import torch"` and a first CUDA call, as a spare harness pays it;
 - the verify run, the benchmark run without the baselines, the benchmark run with them (ksci.evaluate.pipeline's
   evaluate_source, the compile cached), so the baselines' cost is the difference of the last two;
+- both phases in one run without the baselines: a candidate as an evolution evaluates it;
 - within the benchmark: the device time of the candidate's timed calls (median x calls per shape, summed) against
   the run's wall time, i.e. how much of it is measurement.
 - the benchmark raced (`ksci evolve --race`) against a best kernel 10% faster than this one on every shape (its own
@@ -35,6 +37,7 @@ PARTS = (
     ("verify", ("verify",), True),
     ("benchmark, no baselines", ("benchmark",), False),
     ("benchmark with baselines", ("benchmark",), True),
+    ("verify + benchmark, one run, no baselines", ("verify", "benchmark"), False),
 )
 
 
@@ -90,7 +93,7 @@ def main() -> None:
     for name, values in walls.items():
         print(f"{name:44s} {median[name]:9.2f}  {', '.join(f'{v:.2f}' for v in values)}")
     baselines = median["benchmark with baselines"] - median["benchmark, no baselines"]
-    per_candidate = median["verify"] + median["benchmark with baselines"]
+    per_candidate = median["verify + benchmark, one run, no baselines"]
     seconds, calls = statistics.median(d[0] for d in device), statistics.median(d[1] for d in device)
     print(f"{'  of which the baselines (difference)':44s} {baselines:9.2f}")
     print(
@@ -99,9 +102,9 @@ def main() -> None:
     )
     print(f"{'  of which the timed calls on the device':44s} {seconds:9.2f}  ({calls:.0f} calls)")
     print(
-        f"\none candidate, verify + benchmark as an evolution runs them: {per_candidate:.2f} s, "
-        f"{3600 / per_candidate:.0f} an hour on one GPU if nothing else ran; the candidate's own timed device work is "
-        f"{100 * seconds / per_candidate:.0f}% of it, the baselines {100 * baselines / per_candidate:.0f}%"
+        f"\none candidate as an evolution evaluates it (verify and benchmark in one run, the baselines timed once "
+        f"a generation): {per_candidate:.2f} s, {3600 / per_candidate:.0f} an hour on one GPU if nothing else ran; "
+        f"the candidate's own timed device work is {100 * seconds / per_candidate:.0f}% of it"
     )
 
 
