@@ -90,10 +90,16 @@ CORNERS = [  # the values of CORNER_KEYS (OVERLAP 0), then the spill bytes allow
 ]
 
 
-def _compiled_wgmma_kernel(template, params: dict, tmp_path: Path):
-    """The wgmma kernel's resources (registers, spills) as ptxas reports them for this point, which must compile."""
+def _compiled(template, params: dict, tmp_path: Path):
+    """This point of the template compiled for sm_90a, which must succeed."""
     result = compile_source(render_kernel(template, params), find_toolchain("cuda"), "sm_90a", tmp_path)
     assert result.ok, result.log[-2000:]
+    return result
+
+
+def _compiled_wgmma_kernel(template, params: dict, tmp_path: Path):
+    """The wgmma kernel's resources (registers, spills) as ptxas reports them for this point, which must compile."""
+    result = _compiled(template, params, tmp_path)
     (kernel,) = [k for k in result.resources if "wgmma" in k.name]
     return kernel, result.log[-2000:]
 
@@ -243,8 +249,7 @@ def test_interleave_points_build_with_their_promotion_edited(problem, tmp_path: 
     template = load_problem(problem).template("cuda", "wgmma")
     three = {"BM": 192, "CONSUMERS": 3, "STAGES": 4, "SPLIT_K": 1, "OVERLAP": 0, "EPI": 2, "INTERLEAVE": 9}
     params = {**template.default, **three, **({"A_MN": 0} if problem == "fp8_gemm" else {})}
-    result = compile_source(render_kernel(template, params), find_toolchain("cuda"), "sm_90a", tmp_path)
-    assert result.ok, result.log[-2000:]
+    result = _compiled(template, params, tmp_path)
     edited = re.search(r"interleave-ffma 9/16: (\d+) of the (\d+) FFMAs in (\d+) runs", result.log)
     assert edited and int(edited.group(1)) > 0 and int(edited.group(3)) > 0, result.log[-500:]
 
@@ -264,10 +269,8 @@ EPI2_STORE_POINTS = [
 @pytest.mark.parametrize(("problem", "change"), EPI2_STORE_POINTS, ids=[f"{p}-{c}" for p, c in EPI2_STORE_POINTS])
 def test_epi2_stores_c_by_tma(problem, change, tmp_path: Path):
     template, params = _epi2_point(problem, change)
-    toolchain = find_toolchain("cuda")
-    result = compile_source(render_kernel(template, params), toolchain, "sm_90a", tmp_path)
-    assert result.ok, result.log[-2000:]
-    listing = sass_listing(Path(result.library), find_sass_tools(toolchain.compiler))
+    result = _compiled(template, params, tmp_path)
+    listing = sass_listing(Path(result.library), find_sass_tools(find_toolchain("cuda").compiler))
     (gemm,) = [f for f in listing.split("Function : ")[1:] if "wgmma_kernel" in f.splitlines()[0]]
     assert re.search(r"\bUTMASTG\.2D\b", gemm), gemm[-2000:]
     assert not re.search(r"\bSTG\.E", gemm), [line for line in gemm.splitlines() if "STG.E" in line][:5]
