@@ -34,6 +34,7 @@ from ksci.commands import (
 from ksci.evaluate.options import EnvironmentProblem
 from ksci.evaluate.toolchain import ToolchainMissing
 from ksci.evaluate.visibility import gpu_visible, visible_gpus
+from ksci.export.command import add_export_command
 from ksci.lineage.storage import check_store_root
 from ksci.problem.spec import DIALECT_OF_TARGET, ProblemError, load_problem
 from ksci.run import DEFAULT_STORE, OVERLAP_RULE, RunLimits, RunSpec, new_run_name, overlap_allowed
@@ -81,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_evaluation_commands(sub)
     _add_evolve_command(sub)
     add_run_and_porting_commands(sub)
+    add_export_command(sub)  # ksci/export/: a run's kernel as an installable torch op
     return parser
 
 

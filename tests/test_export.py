@@ -1,0 +1,216 @@
+"""`ksci export` (ksci/export/): a package written from a run the test records, built and imported with the
+simulator's library stand-in (its op computes with reference.py, on the CPU), the package's own CPU checks run, a
+real CUDA library built with nvcc for a candidate's source, and each refusal with its exit code and one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ksci.backends.simulated import SIMULATED_GPU
+from ksci.evaluate import toolchain
+from ksci.export.run import export_run
+from ksci.export.source import ExportRefused
+from ksci.lineage.store import Candidate, LineageStore
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBLEM = "fp8_gemm_kmajor"
+SOURCE = (ROOT / "kernels" / PROBLEM / "solutions" / "correct" / "smem_tiled.cu").read_text()
+# A lineage as a GPU run records it; the numbers are this test's own, not a measurement.
+GPU = "NVIDIA H100 80GB HBM3 (test fixture)"
+
+
+def _row(store: LineageStore, run: str, source: str, status: str, **values) -> Candidate:
+    path = store.put_source(source, ".cu")
+    cid = Path(path).stem
+    return Candidate(
+        run=run,
+        problem=PROBLEM,
+        generation=0,
+        candidate_id=cid,
+        proposer="seed",
+        source_path=path,
+        target=values.pop("target", "cuda"),
+        arch="sm_90a",
+        status=status,
+        geomean_us=values.pop("geomean_us", 50.0 if status == "ok" else None),
+        vendor_geomean_us=48.0 if status == "ok" else None,
+        speedup_vs_vendor=48.0 / 50.0 if status == "ok" else None,
+        shape_times_json=json.dumps({"1024x1536x7168": 50.0}),
+        shape_baselines_json=json.dumps({"1024x1536x7168": {"vendor_us": 48.0, "reference_us": 900.0}}),
+        gpu=values.pop("gpu", GPU),
+        fingerprint_json=json.dumps(values.pop("fingerprint", {"gpu": GPU, "toolchain": "nvcc 13 (test fixture)"})),
+        **values,
+    )
+
+
+@pytest.fixture
+def store(tmp_path) -> Path:
+    """Run `measured`: the correct solution (ok) and a wrong one (wrong); run `sim`: a simulated ok row; run
+    `rocm`: an ok row for ROCm."""
+    root = tmp_path / "runs"
+    store = LineageStore(root)
+    wrong = (ROOT / "kernels" / PROBLEM / "solutions" / "wrong" / "scale_off_by_one.cu").read_text()
+    sim = {"gpu": SIMULATED_GPU, "fingerprint": {"gpu": SIMULATED_GPU}}
+    store.append(
+        [
+            _row(store, "measured", SOURCE, "ok"),
+            _row(store, "measured", wrong, "wrong"),
+            _row(store, "sim", SOURCE + "// sim\n", "ok", **sim),
+            _row(store, "rocm", SOURCE + "// rocm\n", "ok", target="rocm"),
+        ]
+    )
+    return root
+
+
+def _ksci(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ksci.cli", "export", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+    )
+
+
+def test_the_package_builds_imports_and_passes_its_cpu_checks_with_the_test_stand_in(store, tmp_path):
+    folder = export_run(store, "measured", output=tmp_path / "pkg", test_stand_in=True).folder
+    package = folder / f"ksci_{PROBLEM}"
+    spec = json.loads((package / "spec.json").read_text())
+    assert spec["backend"] == "test-stand-in" and spec["libraries"] == {}
+    assert spec["contract"]["k"] == {"name": "k", "minimum": 128, "maximum": 7168, "multiple": 128}
+    assert (package / "kernel.cu").read_text() == SOURCE and (package / "reference.py").is_file()
+    readme = (folder / "README.md").read_text()
+    assert "TEST STAND-IN, NOT A KERNEL" in readme and GPU in readme
+    assert "1.04x slower" in readme and "| 1024x1536x7168 | 50.0 | 48.0 | 0.96 |" in readme
+    wheel = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-build-isolation",
+            "--no-deps",
+            "-w",
+            str(tmp_path / "w"),
+            str(folder),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert wheel.returncode == 0, wheel.stdout + wheel.stderr
+    built = list((tmp_path / "w").glob("*.whl"))
+    assert len(built) == 1 and built[0].name.startswith("ksci_fp8_gemm_kmajor-0.1.0+")
+    # The package's own tests that need no GPU: refusals, fake implementation, one declared shape on the stand-in.
+    checks = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(folder / "tests"),
+            "-k",
+            "outside_the_contract or wrong_dtype or fake or spec-64x64x128",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(folder)},
+    )
+    assert checks.returncode == 0, checks.stdout[-3000:] + checks.stderr[-2000:]
+    assert "6 passed" in checks.stdout, checks.stdout[-2000:]
+
+
+def test_the_op_computes_with_the_stand_in_and_refuses_a_shape_outside_the_contract(store, tmp_path):
+    folder = export_run(store, "measured", output=tmp_path / "pkg", test_stand_in=True).folder
+    code = f"""
+import torch, ksci_{PROBLEM} as pkg
+from ksci_{PROBLEM} import reference
+x = reference.generate_input({{"m": 64, "n": 128, "k": 256}}, 1, "cuda", "cpu")
+out = torch.ops.ksci_{PROBLEM}.{PROBLEM}(x["a"], x["b"], x["a_scale"], x["b_scale"])
+assert torch.equal(out, reference.reference(x)["c"])
+y = reference.generate_input({{"m": 40, "n": 128, "k": 256}}, 1, "cuda", "cpu")
+try:
+    torch.ops.ksci_{PROBLEM}.{PROBLEM}(y["a"], y["b"], y["a_scale"], y["b_scale"])
+except ValueError as exc:
+    print(exc)
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(folder)},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip() == (
+        f"ksci_{PROBLEM}::{PROBLEM}: m=40 is outside the shape contract (m a multiple of 32 from 64 to 6144; pad or "
+        "split the input)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "words"),
+    [
+        (["--run", "nope"], 2, "no run 'nope'"),
+        (["--run", "sim"], 2, "run 'sim' is simulated"),
+        (["--run", "measured", "--candidate", "WRONG"], 2, "is wrong, not ok"),
+        (["--run", "measured", "--candidate", "ffff"], 2, "has no candidate 'ffff'"),
+    ],
+)
+def test_refusals_are_one_line_with_their_exit_code(store, tmp_path, args, code, words):
+    if "WRONG" in args:
+        frame = LineageStore(store).read("measured")
+        args = [a if a != "WRONG" else frame[frame["status"] == "wrong"].iloc[0]["candidate_id"] for a in args]
+    out = _ksci(*args, "--store", str(store), "-o", str(tmp_path / "out"))
+    assert out.returncode == code, out.stderr
+    assert out.stderr.count("\n") == 1 and words in out.stderr and out.stdout == ""
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_target_without_its_compiler_is_refused_naming_it(store, tmp_path, monkeypatch):
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for tool in ("unshare", "gcc"):
+        if found := shutil.which(tool):
+            (bare / tool).symlink_to(found)
+    out = _ksci("--run", "rocm", "--store", str(store), "-o", str(tmp_path / "out"), env={"PATH": str(bare)})
+    assert out.returncode == 3, out.stderr
+    assert out.stderr.count("\n") == 1 and "hipcc not found" in out.stderr and "cannot build for rocm" in out.stderr
+    # nvcc is also looked for in /usr/local/cuda/bin, whatever PATH says: the search path itself is narrowed here.
+    monkeypatch.setattr(toolchain, "_search_path", lambda target: str(bare))
+    with pytest.raises(ExportRefused, match="cannot build for cuda sm_90a: nvcc not found") as refused:
+        export_run(store, "measured", output=tmp_path / "out")
+    assert refused.value.code == 3 and not (tmp_path / "out").exists()
+
+
+def test_an_existing_output_folder_is_refused(store, tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "keep.txt").write_text("mine")
+    with pytest.raises(ExportRefused, match="exists and is not an empty folder") as refused:
+        export_run(store, "measured", output=tmp_path / "out", test_stand_in=True)
+    assert refused.value.code == 2 and (tmp_path / "out" / "keep.txt").read_text() == "mine"
+
+
+@pytest.mark.nvcc
+def test_a_real_cuda_candidate_is_built_into_a_library_that_exports_its_entry(store, tmp_path):
+    out = _ksci("--run", "measured", "--store", str(store), "-o", str(tmp_path / "pkg"))
+    assert out.returncode == 0, out.stderr
+    library = tmp_path / "pkg" / f"ksci_{PROBLEM}" / "lib" / "kernel_sm_90a.so"
+    assert library.is_file()
+    symbols = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True).stdout
+    assert any(line.split()[-1] == PROBLEM for line in symbols.splitlines())
+    spec = json.loads((tmp_path / "pkg" / f"ksci_{PROBLEM}" / "spec.json").read_text())
+    assert spec["backend"] == "kernel" and spec["libraries"] == {"sm_90a": "lib/kernel_sm_90a.so"}
+    assert "-gencode=arch=compute_90a,code=sm_90a" in (tmp_path / "pkg" / "README.md").read_text()
