@@ -82,7 +82,7 @@ class Fp8Linear(nn.Module):
         """cuBLASLt on the tokens as they are; where it refuses the count, on them padded to a multiple of 16."""
         try:
             return torch._scaled_mm(a, self.weight.T, a_scale, self.vendor_scale, out_dtype=torch.bfloat16)
-        except RuntimeError:
+        except (RuntimeError, ValueError):
             t = x.shape[0]
             rows = -(-t // 16) * 16
             if rows == t:

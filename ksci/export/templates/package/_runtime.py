@@ -14,7 +14,9 @@ import torch
 HERE = resources.files(__package__)
 SPEC = json.loads(HERE.joinpath("spec.json").read_text())
 OP = f"{SPEC['namespace']}::{SPEC['entry']}"
-_LIBRARIES: dict[str, ctypes.CDLL] = {}
+_ENTRIES: dict[str, ctypes._CFuncPtr] = {}  # the entry point of each architecture's library, loaded once
+# The layouts' dimension expressions (integer Python over the shape's keys), compiled once: every call evaluates them.
+_CODE = {e: compile(e, "<layout>", "eval") for t in SPEC["tensors"] for e in t["dims"]}
 
 
 def _inputs() -> list[dict]:
@@ -55,7 +57,7 @@ def dimensions(tensors: dict) -> dict:
 
 
 def _size(expr: str, shape: dict) -> int:
-    return int(eval(expr, {"__builtins__": {}}, dict(shape)))  # noqa: S307 - the problem's layout, checked at export
+    return int(eval(_CODE[expr], {"__builtins__": {}}, shape))  # noqa: S307 - the problem's layout, checked at export
 
 
 def _wanted(spec: dict) -> str:
@@ -103,9 +105,7 @@ def run(tensors: dict) -> dict:
 
 
 def _call_kernel(tensors: dict, shape: dict, device: torch.device) -> None:
-    library = _library(device)
-    entry = getattr(library, SPEC["entry"])
-    entry.restype = ctypes.c_int
+    entry = _entry(device)
     with torch.cuda.device(device):
         stream = torch.cuda.current_stream(device).cuda_stream
         args = []
@@ -127,20 +127,22 @@ def device_arch(device: torch.device) -> str:
     return arch.split(":")[0] if arch else f"sm_{props.major}{props.minor}"
 
 
-def _library(device: torch.device) -> ctypes.CDLL:
-    """The library built for this GPU's architecture (sm_90a serves sm_90), loaded once, after torch's GPU runtime
-    (the library takes the runtime's functions from the libcudart / libamdhip64 torch has loaded)."""
+def _entry(device: torch.device) -> ctypes._CFuncPtr:
+    """The entry point of the library built for this GPU's architecture (sm_90a serves sm_90), loaded once, after
+    torch's GPU runtime (the library takes the runtime's functions from the libcudart / libamdhip64 torch loaded)."""
     arch = device_arch(device)
-    if arch not in _LIBRARIES:
+    if arch not in _ENTRIES:
         built = {a.removesuffix("a"): path for a, path in SPEC["libraries"].items()}
         if arch not in built:
             raise RuntimeError(
                 f"{OP}: no library for this GPU ({arch}); this package was built for {', '.join(SPEC['libraries'])}"
             )
         torch.cuda.init()
-        path = os.fspath(HERE.joinpath(built[arch]))
-        _LIBRARIES[arch] = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
-    return _LIBRARIES[arch]
+        library = ctypes.CDLL(os.fspath(HERE.joinpath(built[arch])), mode=os.RTLD_NOW | os.RTLD_LOCAL)
+        entry = getattr(library, SPEC["entry"])
+        entry.restype = ctypes.c_int
+        _ENTRIES[arch] = entry
+    return _ENTRIES[arch]
 
 
 def _test_stand_in(tensors: dict, outputs: dict) -> dict:
