@@ -53,6 +53,7 @@ fi
 $v -c "import torch, setuptools, pytest; print('venv:', torch.__version__, 'setuptools', setuptools.__version__)" ||
   fail "venv lacks torch, setuptools or pytest"
 $v -c "$wheels" 2>/dev/null || $v -c "import wheel" 2>/dev/null || fail "no setuptools >= 70.1 (nor wheel) to build with"
+$v -m pip --version || fail "no pip in the venv (nor in python3's site-packages)"
 
 step "3. pip install --no-build-isolation --no-deps --no-index"
 $v -m pip install --no-build-isolation --no-deps --no-index "$out/pkg" 2>&1 | tail -3 | tee "$out/pip.log"

@@ -15,9 +15,11 @@ import pytest
 
 from ksci.backends.simulated import SIMULATED_GPU
 from ksci.evaluate import toolchain
+from ksci.export.contract import evaluate, held_out_shapes, shape_contract, tensor_specs
 from ksci.export.run import export_run
 from ksci.export.source import ExportRefused
 from ksci.lineage.store import Candidate, LineageStore
+from ksci.problem.spec import load_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEM = "fp8_gemm_kmajor"
@@ -67,6 +69,24 @@ def store(tmp_path) -> Path:
         ]
     )
     return root
+
+
+def test_the_contract_tensors_and_held_out_shapes_come_from_problem_yaml():
+    problem = load_problem(PROBLEM)
+    assert {d: (r.minimum, r.maximum, r.multiple) for d, r in shape_contract(problem).items()} == {
+        "m": (64, 6144, 32),
+        "n": (64, 7168, 64),
+        "k": (128, 7168, 128),
+    }
+    specs = {t.name: t for t in tensor_specs(problem, "cuda")}
+    assert (specs["a"].dims, specs["a"].order, specs["a"].dtype) == (("m", "k"), "row", "float8_e4m3fn")
+    assert specs["b_scale"].order == "column" and specs["c"].dims == ("m", "n")
+    assert [evaluate(e, {"m": 64, "n": 576, "k": 7168}) for e in specs["b_scale"].dims] == [5, 56]
+    declared = [{k: v for k, v in s.items() if k != "seed"} for s in (*problem.tests, *problem.benchmarks)]
+    held_out = held_out_shapes(problem)
+    assert len(held_out) == 4 and not [s for s in held_out if s in declared]
+    rules = shape_contract(problem)
+    assert all(rules[d].problem(v) is None for s in held_out for d, v in s.items())
 
 
 def _ksci(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
