@@ -7,7 +7,7 @@ timings must agree with the parent's clock and with the speed of light (ksci.pro
 
 from __future__ import annotations
 
-from ksci.evaluate.harness.plan import recheck_shapes
+from ksci.evaluate.harness.plan import held_out_plan, recheck_shapes
 from ksci.evaluate.isolate import EXIT_GRACE_S, ChildOutcome
 from ksci.evaluate.options import EnvironmentProblem, EvaluationOptions
 from ksci.evaluate.protocol import CLOCK_TOLERANCE, ParentClock, timing_doubts, validate_message
@@ -16,14 +16,15 @@ from ksci.problem.roofline import peaks_for, speed_of_light_us
 from ksci.problem.spec import Problem, shape_key
 
 
-def expected_reports(problem: Problem, options: EvaluationOptions) -> dict:
+def expected_reports(problem: Problem, options: EvaluationOptions, held_out: int = 0) -> dict:
     """The least an honest run of these phases reports (see Session.run in ksci.evaluate.harness.child).
 
     Verify: one check per test input set: `trials` of the `spec` profile and one of each other declared profile per
     test shape (verification_plan in ksci.evaluate.harness.child). Benchmark: per shape, the warm-up set and at
     least two timed outputs (two batches, at least one sampled in each; how many more depends on the batches), one
-    timing; then every test shape's `spec` sets again on new seeds, the other profiles on recheck_shapes. Each timing also says how many timed outputs it checked,
-    which ksci/evaluate/protocol.py holds against the number of timed calls.
+    timing; then every test shape's `spec` sets again on new seeds, the other profiles on recheck_shapes. Each timing
+    also says how many timed outputs it checked, which ksci/evaluate/protocol.py holds against the number of timed
+    calls. `held_out`: how many held-out shapes the go-ahead named, each checked on held_out_plan's profiles.
     """
     extra = sum(1 for profile in problem.inputs if profile != "spec")
     tests = len(options.tests or problem.tests) * (problem.trials + extra)
@@ -32,7 +33,8 @@ def expected_reports(problem: Problem, options: EvaluationOptions) -> dict:
         + len(recheck_shapes(options.tests or problem.tests)) * extra
     )
     shapes = len(options.benchmarks or problem.benchmarks) if "benchmark" in options.phases else 0
-    checks = (tests if "verify" in options.phases else 0) + ((3 * shapes + rechecks) if shapes else 0)
+    verified = tests + held_out * len(held_out_plan(problem))
+    checks = (verified if "verify" in options.phases else 0) + ((3 * shapes + rechecks) if shapes else 0)
     return {"checks": checks, "timings": shapes}
 
 

@@ -65,6 +65,8 @@ class Problem:
     # Input profiles every test shape is verified on (reference.generate_input's `profile`); only "spec" is timed.
     inputs: tuple[str, ...] = ("spec",)
     imported: dict = field(default_factory=dict)  # an imported problem's record (ksci/importers/): source, shapes
+    # Each dimension's {min, max, multiple_of} (ksci/problem/contract.py); empty: derived from the listed shapes.
+    shape_contract: dict = field(default_factory=dict)
 
     def tolerance(self, target: str) -> Tolerance:
         """The element-wise tolerance on `target`: |out - ref| <= atol + atol_rms * rms(ref) + rtol * |ref|."""
@@ -227,6 +229,7 @@ def _problem_from_spec(spec: dict, root: Path) -> Problem:
         published_speed_of_light=spec.get("published_speed_of_light") or {},
         inputs=tuple(spec.get("inputs") or ("spec",)),
         imported=spec.get("imported") or {},
+        shape_contract={k: {"multiple_of": 1, **v} for k, v in (spec.get("shape_contract") or {}).items()},
     )
 
 

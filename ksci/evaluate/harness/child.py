@@ -28,7 +28,7 @@ import torch
 
 from ksci.evaluate.harness.cases import Case
 from ksci.evaluate.harness.check import relative_error
-from ksci.evaluate.harness.plan import TRIAL_SEED_STEP, recheck_shapes, verification_plan
+from ksci.evaluate.harness.plan import TRIAL_SEED_STEP, held_out_plan, recheck_shapes, verification_plan
 from ksci.evaluate.harness.sandbox import drop_network, limit_resources
 from ksci.evaluate.harness.timing import (
     CallTimer,
@@ -132,7 +132,7 @@ class Session:
         self.reporter.send("loaded")
         with torch.cuda.stream(self.stream):
             phases = self.request.get("phases", ["verify", "benchmark"])
-            if "verify" in phases and not self.verify_all(0):
+            if "verify" in phases and not (self.verify_all(0) and self.verify_held_out()):
                 return
             if "benchmark" in phases:
                 await_clear()
@@ -155,6 +155,15 @@ class Session:
                         return False
         return True
 
+    def verify_held_out(self) -> bool:
+        """The go-ahead's held-out shapes (in the problem's shape contract, never listed, drawn by the parent per
+        evaluation: ksci/problem/contract.py), each on `spec` and one other declared profile (held_out_plan)."""
+        for shape in self.request.get("held_out") or []:
+            for profile, step in held_out_plan(self.problem):
+                if not self.check(self.case(shape, shape["seed"] + step, profile=profile), phase="held-out"):
+                    return False
+        return True
+
     def check(self, case: Case, phase: str = "verify") -> bool:
         case.poison()
         self.call(case)
@@ -165,6 +174,8 @@ class Session:
         self.reporter.send("check", phase=phase, shape=shape, seed=case.seed, profile=case.profile, **result)
         if not result["ok"]:
             where = f"wrong on {case.profile}: {shape_key(shape)} seed {case.seed}"
+            if phase == "held-out":
+                where = f"wrong on held-out shape {shape_key(shape)} seed {case.seed}: on {case.profile} inputs"
             self.reporter.send("result", status="wrong", message=f"{where}: {result['report']}")
         return result["ok"]
 
@@ -377,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.update(go.get("env", {}))  # read by the GPU runtime when it starts, in Session below
     request["library"] = go.get("library")  # the candidate's, copied into this scratch folder; None: baselines only
     request["race"] = go.get("race") or {}  # shape key -> the run's best median (us) to race against
+    request["held_out"] = go.get("held_out") or []  # shapes drawn by the parent for this evaluation alone
     limits = limit_resources(float(request.get("timeout_s", 900.0)))
     try:
         session = Session(request, reporter, problem, ref)
