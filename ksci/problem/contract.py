@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 # shape's: held-out shapes cost verification time like test shapes do, never like benchmark shapes.
 WORK_CAP = 1.0
 DEFAULT_COUNT = 3  # held-out shapes per verification
+MAX_HELD_OUT = 64  # the most one verification may be asked for (ksci evaluate --held-out)
 DRAW_TRIES = 200  # draws per shape before giving up on one that is new and under the work cap
 
 

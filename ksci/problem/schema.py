@@ -52,11 +52,15 @@ class ToleranceSpec(_Closed):
     atol: Bound
 
 
-class ToleranceOverride(_Closed):
+class ProfileTolerance(_Closed):
     rtol: Bound | None = None
     atol: Bound | None = None
     atol_rms: Bound | None = None
     acc_rtol: Bound | None = None
+
+
+class ToleranceOverride(ProfileTolerance):
+    profiles: dict[Text, ProfileTolerance] | None = None  # per input profile, over the target's own
 
 
 class Roofline(_Closed):

@@ -68,9 +68,11 @@ class Problem:
     # Each dimension's {min, max, multiple_of} (ksci/problem/contract.py); empty: derived from the listed shapes.
     shape_contract: dict = field(default_factory=dict)
 
-    def tolerance(self, target: str) -> Tolerance:
-        """The element-wise tolerance on `target`: |out - ref| <= atol + atol_rms * rms(ref) + rtol * |ref|."""
+    def tolerance(self, target: str, profile: str | None = None) -> Tolerance:
+        """The element-wise tolerance on `target`: |out - ref| <= atol + atol_rms * rms(ref) + rtol * |ref| + acc_rtol
+        * |terms|; on input profile `profile`, the target's `profiles:` entry for it over the target's own."""
         override = self.tolerance_by_target.get(target, {})
+        override = {**override, **(override.get("profiles") or {}).get(profile or "", {})}
         return Tolerance(
             rtol=float(override.get("rtol", self.rtol)),
             atol=float(override.get("atol", self.atol)),
@@ -242,7 +244,7 @@ class Tolerance:
 
 
 def _tolerances_by_target(spec: dict, problem: str) -> dict:
-    known = {"rtol", "atol", "atol_rms", "acc_rtol"}
+    known = {"rtol", "atol", "atol_rms", "acc_rtol", "profiles"}
     for target, override in spec.items():
         if target not in DIALECT_OF_TARGET or not isinstance(override, dict) or set(override) - known:
             raise ProblemError(

@@ -102,7 +102,6 @@ class Session:
         self.request, self.reporter = request, reporter
         self.target = request["target"]
         self.problem, self.ref = problem, ref
-        self.tolerance = problem.tolerance(self.target)
         self.device = torch.device("cuda", 0)
         torch.cuda.set_device(self.device)
         torch.backends.cuda.matmul.allow_tf32 = False  # the reference is exact float32
@@ -167,7 +166,7 @@ class Session:
     def check(self, case: Case, phase: str = "verify") -> bool:
         case.poison()
         self.call(case)
-        return self.report_check(case, case.verify(self.tolerance), phase)
+        return self.report_check(case, case.verify(self.problem.tolerance(self.target, case.profile)), phase)
 
     def report_check(self, case: Case, result: dict, phase: str) -> bool:
         shape = _plain(case.shape)
@@ -276,7 +275,8 @@ class Session:
         for i, case in enumerate(cases):
             if i in sampled or case.left_poison():
                 calls.checked += 1
-                if not self.report_check(case, case.verify(self.tolerance, release=False), "timed-output"):
+                tolerance = self.problem.tolerance(self.target, case.profile)
+                if not self.report_check(case, case.verify(tolerance, release=False), "timed-output"):
                     return False
         return True
 
