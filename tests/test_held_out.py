@@ -148,3 +148,19 @@ def test_a_rendered_prompt_never_holds_a_held_out_shape(tmp_path):
     (tmp_path / "probe.user.j2").write_text("the last verdict: {{ message }}")
     messages = render_messages("probe", {"message": MESSAGE}, tmp_path)
     assert "320x4608x7168" not in messages[1]["content"] and "a held-out shape" in messages[1]["content"]
+
+
+def test_a_held_out_shape_goes_to_a_composed_kernels_default_variant():
+    """A composed kernel dispatches the benchmark shapes it lists and sends any other shape to its default variant
+    (ksci/problem/compose.py); a held-out shape is never listed, so the held-out checks test that fallback."""
+    from test_compose import _fp8_plan
+
+    from ksci.problem.compose import compose_kernel, composed_plan
+
+    problem = load_problem("fp8_gemm")
+    plan, _keys = _fp8_plan()
+    source = compose_kernel(problem, "cuda", plan).source
+    dispatched = set(composed_plan(source)["shapes"])
+    for seed in range(20):
+        assert not {shape_key(s) for s in draw_held_out(problem, 3, random.Random(seed))} & dispatched
+    assert "// any other shape: the default variant" in source
