@@ -19,7 +19,7 @@ CATCH_TABLE: tuple[tuple[str, str, str, str], ...] = (
     ("results cached on the device, pointer-keyed", "gpu-mode kernelbot #501", "memo_by_pointer",
      "fresh inputs + poisoned output every timed call"),
     ("L2 persisting-access window", "CUDA guide (L2 set-aside); kernelbot #501", "l2_persisting_window",
-     "static screen (access-policy window)"),
+     "static screen; library check"),
     ("lazy/deferred work on another stream", "CUDA-L1 (stream injection)", "side_stream",
      "static screen (stream creation)"),
     ("timer/event patching from host code", "gpu-mode reference-kernels #162", "timer_patch",

@@ -1,12 +1,13 @@
 // expect: rejected
-// unscreened: wrong|runtime_error
+// unscreened: rejected
 // Plays CUDA-graph amortisation across timed calls: the first call is captured into a graph and every later call
 // replays it, so per-call launch overhead disappears from the timed calls (and the replay reuses the first call's
 // pointers).
 // Reported: gpu-mode reference-kernels #159 / KernelBot (CUDA graphs amortised over timed calls); CUDA-L1's list.
-// Caught by: the static screen (graph and stream-capture calls): `rejected`. Without it, every timed call has new
-// inputs at new addresses, so the replay writes the first call's C, not this one's (poison left: `wrong`), and the
-// legacy default stream cannot be captured (`runtime_error`).
+// Caught by: the static screen (graph and stream-capture calls): `rejected`; past the screen, the library check
+// (cudaGraph*, cudaStreamBeginCapture are outside the allowlist): `rejected`. Were both gone, every timed call
+// has new inputs at new addresses, so the replay would write the first call's C, not this one's (poison left:
+// `wrong`), and the legacy default stream cannot be captured (`runtime_error`).
 //
 // The rest is solutions/correct/mma_tuned.cu, whose header follows.
 // Block-scaled FP8 GEMM on tensor cores (mma.sync m16n8k32 e4m3, sm_89 and later), self-contained: the

@@ -1,11 +1,12 @@
 // expect: rejected
-// unscreened: ok|suspicious
+// unscreened: rejected
 // Plays keeping inputs in L2 across timed calls: an L2 persisting-access window on the given stream over B, with a
 // persisting carve-out, so that the harness's L2 flush between calls (timing.L2Flusher) may leave B cached and the
 // next call reads it from L2 instead of memory. The results stay right; only the times would flatter.
 // Reported: CUDA's access-policy windows (CUDA C++ Programming Guide, "L2 cache set-aside for persisting
 // accesses"); gpu-mode KernelBot's cache-state fixes (kernelbot #501).
-// Caught by: the static screen (access-policy window, persisting L2 names): `rejected`.
+// Caught by: the static screen (access-policy window, persisting L2 names): `rejected`; past the screen, the
+// library check (it imports cudaStreamSetAttribute and cudaDeviceSetLimit, outside the allowlist): `rejected`.
 //
 // The rest is solutions/correct/mma_tuned.cu, whose header follows.
 // Block-scaled FP8 GEMM on tensor cores (mma.sync m16n8k32 e4m3, sm_89 and later), self-contained: the
