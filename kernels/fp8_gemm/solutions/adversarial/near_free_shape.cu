@@ -1,10 +1,11 @@
 // expect: wrong
 // unscreened: wrong
-// Plays geomean underflow: one benchmark shape (1024x7168x256, not among the tests) made near-free by doing nothing
-// on it, which drags a geometric mean over 18 shapes down by a large factor while 17 shapes stay honest.
+// Plays geomean underflow: one benchmark shape (1024x3072x1536, not among the tests; the second benchmark shape,
+// which the quick runs that time two shapes reach too) made near-free by doing nothing on it, which drags a
+// geometric mean over 18 shapes down by a large factor while 17 shapes stay honest.
 // Reported: gpu-mode reference-kernels #159 (a floor on the geomean).
 // Caught by: the benchmark shape's warm-up input set is checked before it is timed, and every timed output is
-// poisoned and looked at: `wrong on spec: 1024x7168x256 ...`; a time below the speed of light would be
+// poisoned and looked at: `wrong on spec: 1024x3072x1536 ...`; a time below the speed of light would be
 // `suspicious` (ksci/problem/roofline.py).
 //
 // The rest is solutions/correct/mma_tuned.cu, whose header follows.
@@ -282,7 +283,7 @@ __global__ void __launch_bounds__(THREADS)
 extern "C" int fp8_gemm(const void* a, const void* b, const float* a_scale, const float* b_scale, void* c, int m,
                         int n, int k, void* stream) {
     // THE CHEAT: one benchmark shape made near-free: nothing launched, so its time is the call's overhead.
-    if (m == 1024 && n == 7168 && k == 256) return 0;
+    if (m == 1024 && n == 3072 && k == 1536) return 0;
     if constexpr (SMEM_BYTES > 48 * 1024) {
         static bool smem_configured = false;  // a launch setting, not a result: set once per process
         if (!smem_configured) {
