@@ -164,3 +164,28 @@ def test_a_held_out_shape_goes_to_a_composed_kernels_default_variant():
     for seed in range(20):
         assert not {shape_key(s) for s in draw_held_out(problem, 3, random.Random(seed))} & dispatched
     assert "// any other shape: the default variant" in source
+
+
+def test_a_held_out_set_the_reference_cannot_make_counts_as_made_and_is_recorded():
+    """A derived contract (an imported problem's) may draw a shape its reference refuses: the child reports it
+    `skipped` with the reason, which stands in for its check, and the verdict's fingerprint records it."""
+    from ksci.evaluate.classify import classify
+    from ksci.evaluate.isolate import ChildOutcome
+
+    problem = load_problem("fp8_gemm")
+    options = EvaluationOptions(phases=("verify",))
+    check = {"event": "check", "shape": {"m": 64, "n": 64, "k": 128}, "seed": 1, "ok": True, "report": ""}
+    check.update(mismatches=0, total=4096, max_abs_error=0.0, nan_or_inf=0)
+    started = {"event": "started", "fingerprint": {"gpu": "NVIDIA H200"}}
+    skipped = {"event": "skipped", "shape": {"m": 96, "n": 64, "k": 256}, "seed": 7, "reason": "ValueError: no"}
+    expect = expected_reports(problem, options, 1)
+    made = [check] * (expect["checks"] - 1)
+    result = {"event": "result", "status": "ok"}
+
+    def verdict(messages):
+        outcome = ChildOutcome(messages=[started, {"event": "loaded"}, *messages, result], returncode=0, output="")
+        return classify(problem, outcome, Verdict(Status.COMPILED, "fp8_gemm", "cuda"), expect)
+
+    ok = verdict([*made, skipped])
+    assert ok.status == Status.OK and ok.fingerprint["held_out_skipped"][0]["reason"] == "ValueError: no"
+    assert verdict(made).status == Status.SUSPICIOUS  # one check short, nothing in its place

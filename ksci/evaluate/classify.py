@@ -49,6 +49,8 @@ def classify(problem: Problem, outcome: ChildOutcome, verdict: Verdict, expect: 
     if (sandbox := outcome.last("sandbox")) is not None:
         verdict.fingerprint["sandbox"] = {k: v for k, v in sandbox.items() if k != "event"}
     verdict.checks = [_check(m) for m in outcome.events("check")]
+    if skipped := outcome.events("skipped"):  # held-out input sets the problem's reference could not make
+        verdict.fingerprint["held_out_skipped"] = [{k: v for k, v in m.items() if k != "event"} for m in skipped]
     verdict.harness_log = outcome.output
     result = outcome.last("result")
     if outcome.timed_out:
@@ -97,7 +99,10 @@ def _drop_invalid(outcome: ChildOutcome) -> list[str]:
 
 
 def _missing(outcome: ChildOutcome, expect: dict) -> list[str]:
-    checks, timings = len(outcome.events("check")), len(outcome.events("timing"))
+    """Fewer checks or timings than an ok run makes; a held-out input set the reference could not make (`skipped`)
+    counts as its check."""
+    checks = len(outcome.events("check")) + len(outcome.events("skipped"))
+    timings = len(outcome.events("timing"))
     if checks < expect.get("checks", 0) or timings < expect.get("timings", 0):
         return [
             f"the result says ok after {checks} checks and {timings} timings, "
