@@ -161,9 +161,10 @@ class Session:
             for profile, step in held_out_plan(self.problem):
                 try:
                     case = self.case(shape, shape["seed"] + step, profile=profile)
-                except Exception as exc:  # the reference refuses the shape: the problem's limit, not the kernel's
-                    if isinstance(exc, getattr(torch, "AcceleratorError", ())):
-                        raise  # a device fault is never a refusal
+                except Exception as exc:  # the reference refuses a shape of a derived contract: not the kernel's fault
+                    faults = (getattr(torch, "AcceleratorError", ()), torch.OutOfMemoryError)
+                    if self.problem.shape_contract or isinstance(exc, faults):
+                        raise  # a declared contract's shape, a device fault or memory the kernel took: never a refusal
                     why = f"{type(exc).__name__}: {exc}"[:500]
                     self.reporter.send(
                         "skipped", shape=_plain(shape), seed=shape["seed"] + step, profile=profile, reason=why
