@@ -6,10 +6,13 @@ honest kernel (fp8_gemm, fp8_gemm_kmajor and rmsnorm: seeds and correct solution
 honest geomeans should match docs/results.md (H200: fp8_gemm mma 237.47 us, naive 8044.79, smem_tiled 1470.81,
 mma_tuned 241.04; rmsnorm naive 66.40, vectorized 61.36, warp_per_row 74.63) within 2%. Usage:
 
-    python benchmarks/adversarial.py [--target cuda] [--quick] [--only honest|adversarial] [--json-out FILE]
+    python benchmarks/adversarial.py [--target cuda] [--quick] [--only honest|adversarial] [--held-out N]
+                                     [--json-out FILE]
 
 --quick times the adversarial kernels on two benchmark shapes only (honest kernels always get every shape, as
-benchmarks/evaluate_seeds.py does, so their geomeans compare with docs/results.md).
+benchmarks/evaluate_seeds.py does, so their geomeans compare with docs/results.md). Every verification also checks
+--held-out shapes (default 3) drawn from the shape contract (ksci/problem/contract.py). At the end it prints the
+catch table of docs/threat-model.md (benchmarks/catch_table.py) with the verdicts measured on this run.
 """
 
 from __future__ import annotations
@@ -20,9 +23,12 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from catch_table import print_catch_table  # benchmarks/, the script's own folder
+
 from ksci.evaluate.options import EvaluationOptions
 from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import Status
+from ksci.problem.contract import DEFAULT_COUNT
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, load_problem
 
@@ -72,6 +78,7 @@ def main() -> None:
     parser.add_argument("--target", default="cuda", choices=("cuda", "rocm"))
     parser.add_argument("--quick", action="store_true", help="adversarial kernels on two shapes, short timing")
     parser.add_argument("--only", choices=("honest", "adversarial"))
+    parser.add_argument("--held-out", type=int, default=DEFAULT_COUNT, help="held-out shapes per verification")
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
     kernels = []
@@ -84,9 +91,10 @@ def main() -> None:
     print(f"{'kernel':40s} {'expected':28s} {'got':14s} {'geomean_us':>11s} {'s':>6s}  reason")
     for problem_name, name, expected, source in kernels:
         problem = load_problem(problem_name)
-        options = EvaluationOptions(target=args.target, time_baselines=False)
+        options = EvaluationOptions(target=args.target, time_baselines=False, held_out=args.held_out)
         if args.quick and name.startswith("adversarial:"):
-            options = EvaluationOptions(target=args.target, benchmarks=problem.benchmarks[:2], policy=QUICK)
+            quick = {"benchmarks": problem.benchmarks[:2], "policy": QUICK}
+            options = EvaluationOptions(target=args.target, held_out=args.held_out, **quick)
         if "timeout" in expected:
             options = replace(options, timeout_s=60.0)
         start = time.monotonic()
@@ -105,6 +113,10 @@ def main() -> None:
     gpu = next((r["fingerprint"].get("gpu") for r in rows if r["fingerprint"].get("gpu")), "unknown GPU")
     sandbox = next((r["fingerprint"].get("sandbox") for r in rows if r["fingerprint"].get("sandbox")), None)
     print(f"\n{len(rows)} kernels on {gpu}; {failures} unexpected verdicts; child sandbox: {sandbox}")
+    adversarial = {r["kernel"].removeprefix("adversarial:"): r for r in rows if r["kernel"].startswith("adversarial:")}
+    print_catch_table(
+        {k: set(r["expected"]) for k, r in adversarial.items()}, {k: r["status"] for k, r in adversarial.items()}
+    )
     if args.json_out:
         args.json_out.write_text(json.dumps(rows, indent=1, default=str))
     raise SystemExit(1 if failures else 0)

@@ -12,7 +12,9 @@ times, for one compiled kernel and on one GPU, each of:
 - within the benchmark: the device time of the candidate's timed calls (median x calls per shape, summed) against
   the run's wall time, i.e. how much of it is measurement.
 - the benchmark raced (`ksci evolve --race`) against a best kernel 10% faster than this one on every shape (its own
-  medians x 0.9): what racing saves on a candidate that loses everywhere, the most it can save.
+  medians x 0.9): what racing saves on a candidate that loses everywhere, the most it can save;
+- the verify run and the candidate's one run again without held-out shapes (`held_out=0`; the other parts check
+  the default 3, docs/evaluation.md): what the held-out checks cost a candidate, on the same machine.
 
 Prints a table (median of --reps runs). Usage, on a GPU host:
 
@@ -29,15 +31,19 @@ import time
 
 from ksci.evaluate.options import EvaluationOptions
 from ksci.evaluate.pipeline import evaluate_source
+from ksci.problem.contract import DEFAULT_COUNT
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import load_problem, shape_key
 
 START = "import torch; torch.zeros(1, device='cuda'); torch.cuda.synchronize()"
-PARTS = (
-    ("verify", ("verify",), True),
-    ("benchmark, no baselines", ("benchmark",), False),
-    ("benchmark with baselines", ("benchmark",), True),
-    ("verify + benchmark, one run, no baselines", ("verify", "benchmark"), False),
+NO_HELD_OUT = "verify + benchmark, one run, no held-out shapes"
+PARTS = (  # name, phases, baselines timed, held-out shapes checked
+    ("verify", ("verify",), True, DEFAULT_COUNT),
+    ("verify, no held-out shapes", ("verify",), True, 0),
+    ("benchmark, no baselines", ("benchmark",), False, DEFAULT_COUNT),
+    ("benchmark with baselines", ("benchmark",), True, DEFAULT_COUNT),
+    ("verify + benchmark, one run, no baselines", ("verify", "benchmark"), False, DEFAULT_COUNT),
+    (NO_HELD_OUT, ("verify", "benchmark"), False, 0),
 )
 
 
@@ -72,9 +78,10 @@ def main() -> None:
     device: list[tuple[float, int]] = []
     for _ in range(args.reps):
         walls["process start (python, torch, CUDA)"].append(process_start_s())
-        for name, phases, baselines in PARTS:
+        for name, phases, baselines, held_out in PARTS:
             begin = time.perf_counter()
-            verdict = evaluate_source(problem, source, EvaluationOptions(phases=phases, time_baselines=baselines))
+            options = EvaluationOptions(phases=phases, time_baselines=baselines, held_out=held_out)
+            verdict = evaluate_source(problem, source, options)
             walls.setdefault(name, []).append(time.perf_counter() - begin)
             if str(verdict.status) != "ok":
                 raise SystemExit(f"{name}: {verdict.status}: {verdict.message}")
@@ -101,6 +108,11 @@ def main() -> None:
         f"{median['benchmark, no baselines'] - median['benchmark raced (best 10% faster everywhere)']:9.2f}"
     )
     print(f"{'  of which the timed calls on the device':44s} {seconds:9.2f}  ({calls:.0f} calls)")
+    held_out = per_candidate - median[NO_HELD_OUT]
+    print(
+        f"{'  held-out shapes (verify, one run)':44s} {median['verify'] - median['verify, no held-out shapes']:9.2f}"
+        f"  {held_out:.2f} s, {100 * held_out / median[NO_HELD_OUT]:+.1f}% per candidate"
+    )
     print(
         f"\none candidate as an evolution evaluates it (verify and benchmark in one run, the baselines timed once "
         f"a generation): {per_candidate:.2f} s, {3600 / per_candidate:.0f} an hour on one GPU if nothing else ran; "

@@ -21,6 +21,7 @@ from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import HipifyResult, Status
 from ksci.evaluate.stages import first_error, measure_baselines
 from ksci.evaluate.toolchain import ToolchainMissing, default_arch, find_toolchain
+from ksci.problem.contract import DEFAULT_COUNT, MAX_HELD_OUT
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import (
     DIALECT_OF_TARGET,
@@ -57,6 +58,14 @@ def add_evaluation_commands(sub) -> None:
     p.add_argument("--compile-only", action="store_true", help="compile and report resources; do not run")
     p.add_argument("--verify-only", action="store_true", help="check correctness; do not time")
     p.add_argument("--no-baselines", action="store_true", help="do not time the reference and vendor library")
+    p.add_argument(
+        "--held-out",
+        type=int,
+        default=DEFAULT_COUNT,
+        metavar="N",
+        help=f"also verify on N shapes of the problem's shape contract that it does not list, drawn now "
+        f"(default {DEFAULT_COUNT}; 0: none; at most {MAX_HELD_OUT})",
+    )
     _timeout_option(p, 900.0)
     p.add_argument("--json", action="store_true", help="print the verdict as JSON on stdout")
     p.set_defaults(handler=cmd_evaluate)
@@ -158,8 +167,11 @@ def cmd_evaluate(args) -> int:
     source = _read_source(args.source)
     if not has_entry_point(source, problem.entry_name):
         raise UsageError(f'{args.source} does not define the entry point extern "C" {problem.entry_name}(...)')
+    if not 0 <= args.held_out <= MAX_HELD_OUT:
+        raise UsageError(f"--held-out {args.held_out}: give 0 to {MAX_HELD_OUT} shapes")
     phases = ("verify",) if args.verify_only else ("verify", "benchmark")
     options = EvaluationOptions(
+        held_out=args.held_out,
         target=args.target,
         arch=args.arch,
         compile_only=args.compile_only,

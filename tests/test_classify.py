@@ -186,7 +186,7 @@ def test_the_gpu_window_says_how_much_of_it_was_the_harness_starting(monkeypatch
 
     first_s = {"started": 2.5, "loaded": 2.75, "result": 4.0}
     outcome = ChildOutcome(messages=[*OK_RUN, _timing(100.0), RESULT_OK], returncode=0, output="", first_s=first_s)
-    monkeypatch.setattr(stages, "run_harness", lambda problem, library, options: outcome)
+    monkeypatch.setattr(stages, "run_harness", lambda problem, library, options, held_out=None: outcome)
     compiled = CompileResult(ok=True, target="cuda", arch="sm_90a", toolchain="nvcc", command=[], log="")
     options = EvaluationOptions(phases=("benchmark",), device="1")
     window = stages.run_phases(PROBLEM, compiled, options).fingerprint["gpu_window"]

@@ -108,3 +108,33 @@ def test_only_a_suspicious_verdict_asks_and_names_its_neighbours(smi, status):
         assert "(pid 4242 python3)" in verdict.message
     else:
         assert verdict.message == "6144x4608x7168: a doubt" and not calls.exists()
+
+
+def test_a_harness_childs_own_descendants_are_not_named(smi):
+    """A sandboxed harness runs Python as a grandchild of the pid its parent started (the sandbox's launcher): the
+    note names only processes that are not this run's, however deep in its process tree."""
+    import subprocess
+
+    lines, _calls = smi
+    launcher = subprocess.Popen(["sh", "-c", "sleep 30 & wait"])
+    try:
+        grandchild = _wait_for_child_of(launcher.pid)
+        lines.write_text(f"{UUID}, {grandchild}, python3\n{UUID}, 999999, /opt/conda/bin/python3\n")
+        assert gpu_neighbours(UUID, "cuda", frozenset({launcher.pid})) == ["999999 python3"]
+        # Any descendant of this process is the run's own (a spare, the next candidate's harness), named or not.
+        assert gpu_neighbours(UUID, "cuda") == ["999999 python3"]
+    finally:
+        launcher.kill()
+        launcher.wait()
+
+
+def _wait_for_child_of(pid: int) -> int:
+    import time
+
+    for _ in range(200):
+        children = Path(f"/proc/{pid}/task/{pid}/children")
+        found = children.read_text().split() if children.exists() else []
+        if found:
+            return int(found[0])
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} started no child")

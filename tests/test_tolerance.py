@@ -105,7 +105,7 @@ def _truncating_gemm(t: dict, fraction_bits: int) -> torch.Tensor:
 def test_a_13_bit_truncating_accumulator_passes_every_profile_with_half_the_acc_rtol(profile):
     """The honest design passes with room: at acc_rtol / 2 too (docs/evaluation.md has the measured needs)."""
     problem = load_problem("fp8_gemm")
-    ref, tol = problem.reference_module(), problem.tolerance("cuda")
+    ref, tol = problem.reference_module(), problem.tolerance("cuda", profile)
     for shape in ({"m": 64, "n": 576, "k": 1024}, {"m": 128, "n": 256, "k": 384}):
         t = ref.generate_input(shape, 21, "cuda", "cpu", profile=profile)
         out = _truncating_gemm(t, 13).to(torch.bfloat16)
@@ -113,3 +113,26 @@ def test_a_13_bit_truncating_accumulator_passes_every_profile_with_half_the_acc_
             out, ref.reference(t)["c"], tol.rtol, tol.atol, tol.atol_rms, tol.acc_rtol / 2, ref.magnitude(t)["c"]
         )
         assert result["ok"], result["report"]
+
+
+def test_a_running_sum_kept_in_bf16_misses_on_spec_inputs():
+    """Issue 52: a kernel that rounds its running sum to bf16 after every 128-wide K block passed all but 17 of
+    98,304 elements under the target's bound; the `spec` profile's bound (4e-3 x rms, no acc_rtol) fails it widely,
+    while the 13-bit truncating accumulator above passes it."""
+    problem = load_problem("fp8_gemm")
+    ref, tol = problem.reference_module(), problem.tolerance("cuda", "spec")
+    t = ref.generate_input({"m": 64, "n": 512, "k": 2048}, 5, "cuda", "cpu")
+    a32, b32 = ref._dequantised(t)
+    acc = torch.zeros(64, 512)
+    for kb in range(2048 // 128):
+        block = slice(kb * 128, kb * 128 + 128)
+        acc = (acc + a32[:, block] @ b32[:, block].T).to(torch.bfloat16).float()
+    expected, magnitude = ref.reference(t)["c"], ref.magnitude(t)["c"]
+    result = compare(acc.to(torch.bfloat16), expected, tol.rtol, tol.atol, tol.atol_rms, tol.acc_rtol, magnitude)
+    assert not result["ok"] and result["mismatches"] > 50
+    loose = problem.tolerance("cuda")
+    assert compare(acc.to(torch.bfloat16), expected, *_terms(loose), magnitude)["mismatches"] < 5
+
+
+def _terms(tol) -> tuple:
+    return tol.rtol, tol.atol, tol.atol_rms, tol.acc_rtol

@@ -7,7 +7,9 @@ in its fingerprint and message that it was simulated. Nothing it returns is a me
 A composed source (ksci.problem.compose) is timed per shape as the variant it dispatches that shape to would be alone.
 Made-up times vary from shape to shape as well as from point to point, so that per-shape tuning has something
 to find. A source may carry a simulator directive line, `// ksci-simulate: compile_error` (or wrong, runtime_error, ...),
-to be simulated as failing that way: tests of the LLM writer's repair path use it.
+to be simulated as failing that way: tests of the LLM writer's repair path use it. `// ksci-simulate: shape_table`
+stands for a kernel right on the listed shapes only: its verification fails on the first held-out shape drawn
+(ksci/problem/contract.py), as the real harness would report it; every other simulated kernel is right on them.
 KSCI_SIMULATE_HOLD_S (seconds, default 0) makes each simulated run keep its GPU slot that long, as a real harness
 does for seconds: tests that must catch a candidate holding a slot (tests/test_faults.py) set it.
 SimulatedBackend is the simulator as a Backend (ksci/backends/__init__.py), the one a run with `simulate` gets; its
@@ -32,6 +34,7 @@ from ksci.evaluate.results import CompileResult, ShapeTiming, Status, Timing, Ve
 from ksci.evaluate.stages import screen_refusal
 from ksci.lineage.store import shape_times
 from ksci.problem.compose import composed_plan
+from ksci.problem.contract import draw_held_out
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import Problem, ProblemError, shape_key
 
@@ -140,7 +143,10 @@ class Simulator:
             source_hash=digest,
         )
 
-    def run(self, problem: Problem, source: str, compiled: CompileResult, phases: tuple[str, ...]) -> Verdict:
+    def run(
+        self, problem: Problem, source: str, compiled: CompileResult, phases: tuple[str, ...], held_out: int = 0
+    ) -> Verdict:
+        """A simulated verdict; `held_out` shapes are drawn for verification as a real run draws them."""
         time.sleep(self.hold_s)  # the GPU time it stands for (0 unless asked)
         verdict = Verdict(
             Status.OK,
@@ -156,6 +162,16 @@ class Simulator:
             verdict.status, verdict.message = Status(row["status"]), f"simulated: recorded as {row['status']}"
             return verdict
         asked = directive(source)
+        drawn = draw_held_out(problem, held_out) if "verify" in phases and held_out else []
+        if drawn:
+            verdict.fingerprint["held_out"] = drawn
+        if asked == "shape_table" and drawn:
+            verdict.status = Status.WRONG
+            verdict.message = (
+                f"wrong on held-out shape {shape_key(drawn[0])} seed {drawn[0]['seed']}: on spec inputs: simulated: "
+                "a shape-table kernel (// ksci-simulate directive), right on the listed shapes only"
+            )
+            return verdict
         if asked in {s.value for s in Status} - {Status.OK, Status.COMPILED}:
             verdict.status, verdict.message = Status(asked), f"simulated: {asked} (// ksci-simulate directive)"
             return verdict
@@ -219,7 +235,7 @@ class SimulatedBackend:
     def runner(
         self, problem: Problem, source: str, compiled: CompileResult, options: EvaluationOptions, spares: int = 0
     ) -> SimulatedRun:
-        return SimulatedRun(Simulator(self.recording), problem, source, compiled, options.phases)
+        return SimulatedRun(Simulator(self.recording), problem, source, compiled, options.phases, options.held_out)
 
     def baseline_runner(self, problem: Problem, options: EvaluationOptions, spares: int = 0) -> SimulatedBaselines:
         return SimulatedBaselines(problem, options.target)
@@ -253,21 +269,22 @@ class SimulatedRun:
     """A simulated run of a candidate's phases; its verdict's GPU window names the GPU it held."""
 
     def __init__(
-        self, simulator: Simulator, problem: Problem, source: str, compiled: CompileResult, phases: tuple[str, ...]
+        self,
+        simulator: Simulator,
+        problem: Problem,
+        source: str,
+        compiled: CompileResult,
+        phases: tuple[str, ...],
+        held_out: int = 0,
     ) -> None:
-        self.simulator, self.problem, self.source, self.compiled, self.phases = (
-            simulator,
-            problem,
-            source,
-            compiled,
-            phases,
-        )
+        self.simulator, self.problem, self.source, self.compiled = simulator, problem, source, compiled
+        self.phases, self.held_out = phases, held_out
 
     def start(self) -> None:
         """Nothing to start ahead."""
 
     def run(self, device: str | None) -> Verdict:
-        verdict = self.simulator.run(self.problem, self.source, self.compiled, self.phases)
+        verdict = self.simulator.run(self.problem, self.source, self.compiled, self.phases, self.held_out)
         verdict.fingerprint["gpu_window"] = {"phases": list(self.phases), "device": device}
         return verdict
 

@@ -7,7 +7,7 @@ timings must agree with the parent's clock and with the speed of light (ksci.pro
 
 from __future__ import annotations
 
-from ksci.evaluate.harness.plan import recheck_shapes
+from ksci.evaluate.harness.plan import held_out_plan, recheck_shapes
 from ksci.evaluate.isolate import EXIT_GRACE_S, ChildOutcome
 from ksci.evaluate.options import EnvironmentProblem, EvaluationOptions
 from ksci.evaluate.protocol import CLOCK_TOLERANCE, ParentClock, timing_doubts, validate_message
@@ -16,14 +16,15 @@ from ksci.problem.roofline import peaks_for, speed_of_light_us
 from ksci.problem.spec import Problem, shape_key
 
 
-def expected_reports(problem: Problem, options: EvaluationOptions) -> dict:
+def expected_reports(problem: Problem, options: EvaluationOptions, held_out: int = 0) -> dict:
     """The least an honest run of these phases reports (see Session.run in ksci.evaluate.harness.child).
 
     Verify: one check per test input set: `trials` of the `spec` profile and one of each other declared profile per
     test shape (verification_plan in ksci.evaluate.harness.child). Benchmark: per shape, the warm-up set and at
     least two timed outputs (two batches, at least one sampled in each; how many more depends on the batches), one
-    timing; then every test shape's `spec` sets again on new seeds, the other profiles on recheck_shapes. Each timing also says how many timed outputs it checked,
-    which ksci/evaluate/protocol.py holds against the number of timed calls.
+    timing; then every test shape's `spec` sets again on new seeds, the other profiles on recheck_shapes. Each timing
+    also says how many timed outputs it checked, which ksci/evaluate/protocol.py holds against the number of timed
+    calls. `held_out`: how many held-out shapes the go-ahead named, each checked on held_out_plan's profiles.
     """
     extra = sum(1 for profile in problem.inputs if profile != "spec")
     tests = len(options.tests or problem.tests) * (problem.trials + extra)
@@ -32,7 +33,8 @@ def expected_reports(problem: Problem, options: EvaluationOptions) -> dict:
         + len(recheck_shapes(options.tests or problem.tests)) * extra
     )
     shapes = len(options.benchmarks or problem.benchmarks) if "benchmark" in options.phases else 0
-    checks = (tests if "verify" in options.phases else 0) + ((3 * shapes + rechecks) if shapes else 0)
+    verified = tests + held_out * len(held_out_plan(problem))
+    checks = (verified if "verify" in options.phases else 0) + ((3 * shapes + rechecks) if shapes else 0)
     return {"checks": checks, "timings": shapes}
 
 
@@ -47,6 +49,8 @@ def classify(problem: Problem, outcome: ChildOutcome, verdict: Verdict, expect: 
     if (sandbox := outcome.last("sandbox")) is not None:
         verdict.fingerprint["sandbox"] = {k: v for k, v in sandbox.items() if k != "event"}
     verdict.checks = [_check(m) for m in outcome.events("check")]
+    if skipped := outcome.events("skipped"):  # held-out input sets the problem's reference could not make
+        verdict.fingerprint["held_out_skipped"] = [{k: v for k, v in m.items() if k != "event"} for m in skipped]
     verdict.harness_log = outcome.output
     result = outcome.last("result")
     if outcome.timed_out:
@@ -95,7 +99,10 @@ def _drop_invalid(outcome: ChildOutcome) -> list[str]:
 
 
 def _missing(outcome: ChildOutcome, expect: dict) -> list[str]:
-    checks, timings = len(outcome.events("check")), len(outcome.events("timing"))
+    """Fewer checks or timings than an ok run makes; a held-out input set the reference could not make (`skipped`)
+    counts as its check."""
+    checks = len(outcome.events("check")) + len(outcome.events("skipped"))
+    timings = len(outcome.events("timing"))
     if checks < expect.get("checks", 0) or timings < expect.get("timings", 0):
         return [
             f"the result says ok after {checks} checks and {timings} timings, "

@@ -26,9 +26,11 @@ from ksci.evaluate.visibility import gpu_visible, pin_device
 from ksci.problem.spec import Problem, problem_dirs
 
 
-def run_harness(problem: Problem, library: str | None, options: EvaluationOptions) -> ChildOutcome:
+def run_harness(
+    problem: Problem, library: str | None, options: EvaluationOptions, held_out: list[dict] | None = None
+) -> ChildOutcome:
     with Harness(problem, library, options) as harness:
-        return harness.run(options.device)
+        return harness.run(options.device, held_out)
 
 
 class Harness:
@@ -58,15 +60,17 @@ class Harness:
         if self.library is not None:  # the child loads its own copy: it is given no path into data/
             self._library_copy = str(shutil.copy(self.library, self._started.scratch / "kernel.so"))
 
-    def run(self, device: str | None) -> ChildOutcome:
-        """Give the child GPU `device` (an index among this process's GPUs; None: every one it may see) and the
-        candidate's library, and wait."""
+    def run(self, device: str | None, held_out: list[dict] | None = None) -> ChildOutcome:
+        """Give the child GPU `device` (an index among this process's GPUs; None: every one it may see), the
+        candidate's library and the held-out shapes to verify it on too (ksci/problem/contract.py), and wait."""
         self.start()
         go: dict = {"env": pin_device(device, self.options.target)} if device is not None else {}
         if self.library is not None:
             go["library"] = self._library_copy
         if self.options.race:
             go["race"] = dict(self.options.race)
+        if held_out:  # with the go-ahead, never in the request file a spare is started with
+            go["held_out"] = held_out
         # Under any_free_gpu: the child times only once earlier runs on the GPU have exited, and hands the GPU over
         # at its result (ksci.devices.Lease).
         return self._started.child.run(self.options.timeout_s, go, current_lease(device))

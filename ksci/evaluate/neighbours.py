@@ -37,7 +37,7 @@ def gpu_neighbours(gpu_uuid: str | None, target: str, own_pids: frozenset[int] =
         return []
     if done.returncode != 0:
         return []
-    mine = own_pids | {os.getpid()}
+    mine = own_processes(own_pids | {os.getpid()})
     wanted = gpu_uuid.lower().removeprefix("gpu-")
     found = []
     for line in done.stdout.splitlines():
@@ -47,6 +47,35 @@ def gpu_neighbours(gpu_uuid: str | None, target: str, own_pids: frozenset[int] =
         if int(cells[1]) not in mine:
             found.append(f"{cells[1]} {os.path.basename(cells[2])}")
     return found
+
+
+def own_processes(roots: frozenset[int] | set[int]) -> set[int]:
+    """`roots` and every process descended from one of them (Linux /proc): a harness child in its sandbox runs Python
+    under the sandbox's launcher, so the process with a GPU context is a grandchild of the pid the parent started,
+    and it is this run's own, not a neighbour. Only `roots` where /proc cannot be read."""
+    parents: dict[int, int] = {}
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return set(roots)
+    for entry in entries:
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read().decode(errors="replace")
+        except OSError:
+            continue  # gone meanwhile
+        fields = stat.rsplit(")", 1)[-1].split()  # after the command name, which may hold spaces and parentheses
+        if len(fields) > 1 and fields[1].isdigit():
+            parents[int(entry)] = int(fields[1])
+    mine = set(roots)
+    for pid in parents:
+        chain, seen = pid, set()
+        while chain in parents and chain not in mine and chain not in seen:
+            seen.add(chain)
+            chain = parents[chain]
+        if chain in mine:
+            mine.add(pid)
+    return mine
 
 
 def with_neighbours(message: str, neighbours: list[str]) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ksci import PROJECT_ROOT
 from ksci.evaluate.setup import EvaluationSetup
+from ksci.problem.contract import DEFAULT_COUNT
 
 DEFAULT_CACHE_DIR = Path(os.environ.get("KSCI_COMPILE_CACHE", PROJECT_ROOT / "data" / "cache" / "compile"))
 
@@ -39,6 +40,9 @@ class EvaluationOptions:
     # the candidate is known to lose it (ksci.evaluate.harness.timing.raced_out). Sent with the go-ahead, not with
     # the request a spare harness starts with, since it changes as the run's best does.
     race: tuple[tuple[str, float], ...] = ()
+    # In-contract shapes, not listed, drawn per evaluation and verified besides the tests (ksci/problem/contract.py);
+    # 0: none. Drawn at the run, sent with the go-ahead.
+    held_out: int = DEFAULT_COUNT
 
 
 def compile_options(setup: EvaluationSetup) -> EvaluationOptions:

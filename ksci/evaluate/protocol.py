@@ -117,6 +117,8 @@ SCHEMAS = {
     "shape": _event({"key": _TEXT}, ("key",)),
     "load_error": _event({"message": _TEXT}, ("message",)),
     "check": _event(_CHECK, ("shape", "seed", "ok", "report", "mismatches", "total", "max_abs_error", "nan_or_inf")),
+    # A held-out shape whose inputs the problem's reference cannot make (a derived contract wider than it allows).
+    "skipped": _event({"shape": _SHAPE, "seed": _INT, "profile": _TEXT, "reason": _TEXT}, ("shape", "seed", "reason")),
     "timing": _event(
         {**_WORK, **_BASELINES, "kernel": _STATS, "integrity": _INTEGRITY},
         ("shape", "flops", "bytes", "kernel", "integrity"),

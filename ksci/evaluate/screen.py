@@ -51,6 +51,11 @@ RULES: tuple[tuple[str, str], ...] = (
     (rf"\b{_API}Graph\w*", "builds or launches a graph: launch on the given stream"),
     (rf"\b{_API}(?:StreamPerThread|StreamLegacy)\b", "launches on a stream other than the one given"),
     (rf"\b{_API}LaunchHostFunc\b", "enqueues host code on a stream"),
+    # An L2 persisting-access window keeps the kernel's data in L2 through the harness's flush between timed calls.
+    (
+        r"\b\w*(?:[Aa]ccessPolicyWindow|PersistingL2\w*|AccessProperty\w*)\b",
+        "sets an L2 persisting-access window: the cache is the harness's to flush between timed calls",
+    ),
     (
         rf"\b{_API}(?:HostAlloc\w*|MallocHost|HostMalloc|HostRegister|HostGetDevicePointer|HostGetFlags)\b|\bcuMemHost\w+",
         "pins or maps host memory: a kernel's data lives on the device, and the host is the harness's",

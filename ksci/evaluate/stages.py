@@ -28,6 +28,7 @@ from ksci.evaluate.results import CompileResult, Status, Verdict
 from ksci.evaluate.sandbox import require_sandbox
 from ksci.evaluate.screen import screen_source, source_too_large
 from ksci.evaluate.toolchain import default_arch, find_toolchain
+from ksci.problem.contract import draw_held_out
 from ksci.problem.spec import Problem, has_entry_point
 
 
@@ -121,14 +122,21 @@ def run_phases(
     """Verify and/or time a compiled kernel (options.phases) in an isolated child; the verdict says how it went.
 
     `harness`: that child, already started for this library and these options (Harness.start), to run on GPU
-    options.device; without it, one is started now."""
+    options.device; without it, one is started now. Verification also checks options.held_out shapes drawn now
+    from the problem's shape contract (ksci/problem/contract.py); the verdict's fingerprint records them."""
     verdict = Verdict(Status.COMPILED, problem.name, options.target, compile=compiled)
     verdict.fingerprint = host_fingerprint(compiled)
+    held_out = draw_held_out(problem, options.held_out) if "verify" in options.phases and options.held_out else []
     started = time.time()
-    outcome = harness.run(options.device) if harness else run_harness(problem, compiled.library, options)
+    if harness is not None:
+        outcome = harness.run(options.device, held_out)
+    else:
+        outcome = run_harness(problem, compiled.library, options, held_out)
     # When and where the GPU was busy with this candidate: lets a run prove no two candidates shared a GPU.
     verdict.fingerprint["gpu_window"] = _gpu_window(list(options.phases), started, options.device, outcome)
-    return classify(problem, outcome, verdict, expected_reports(problem, options))
+    if held_out:
+        verdict.fingerprint["held_out"] = held_out
+    return classify(problem, outcome, verdict, expected_reports(problem, options, len(held_out)))
 
 
 def _gpu_window(phases: list[str], started: float, device: str | None, outcome) -> dict:

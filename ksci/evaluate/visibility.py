@@ -7,6 +7,7 @@ on GPUs 4,6 hands its child "6" for index 1.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -20,8 +21,11 @@ def gpu_visible(target: str) -> bool:
     return _nvidia_gpu_count() > 0
 
 
+@functools.cache
 def _nvidia_gpu_count() -> int:
-    """GPUs that `nvidia-smi -L` lists (0 without the tool or a driver)."""
+    """GPUs that `nvidia-smi -L` lists (0 without the tool or a driver). Asked once per process: every harness start
+    asks whether a GPU is visible, often while another candidate is timed, and nvidia-smi wakes the driver and
+    queries every GPU (NVML) each time; the run's own processes leave the GPUs alone while a candidate is timed."""
     if shutil.which("nvidia-smi") is None:
         return 0
     try:

@@ -12,6 +12,7 @@ from pathlib import Path
 import jinja2
 
 from ksci import PROJECT_ROOT
+from ksci.problem.contract import hide_held_out
 
 PROMPTS_DIR = PROJECT_ROOT / "templates" / "prompts"
 # The most a rendered message may hold (about 60k tokens): what each stage puts in is bounded (findings, listings,
@@ -37,9 +38,14 @@ def render_messages(stage: str, values: dict, prompts_dir: str | Path | None = N
     override = prompts_dir or os.environ.get("KSCI_PROMPTS_DIR")
     env = _environment(str(override) if override else None)
     return [
-        {"role": role, "content": bounded(env.get_template(f"{stage}.{role}.j2").render(**values).strip()) + "\n"}
+        {"role": role, "content": bounded(_rendered(env, f"{stage}.{role}.j2", values)) + "\n"}
         for role in ("system", "user")
     ]
+
+
+def _rendered(env: jinja2.Environment, name: str, values: dict) -> str:
+    """A template rendered, with any held-out shape a verdict names hidden (ksci.problem.contract.hide_held_out)."""
+    return hide_held_out(env.get_template(name).render(**values).strip())
 
 
 def bounded(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:

@@ -52,11 +52,15 @@ class ToleranceSpec(_Closed):
     atol: Bound
 
 
-class ToleranceOverride(_Closed):
+class ProfileTolerance(_Closed):
     rtol: Bound | None = None
     atol: Bound | None = None
     atol_rms: Bound | None = None
     acc_rtol: Bound | None = None
+
+
+class ToleranceOverride(ProfileTolerance):
+    profiles: dict[Text, ProfileTolerance] | None = None  # per input profile, over the target's own
 
 
 class Roofline(_Closed):
@@ -79,6 +83,22 @@ class TemplateItem(_Closed):
         return self
 
 
+class DimensionRange(_Closed):
+    """One dimension's domain in `shape_contract`: min <= value <= max, a multiple of multiple_of."""
+
+    min: Dimension
+    max: Dimension
+    multiple_of: Annotated[StrictInt, Field(ge=1)] = 1
+
+    @model_validator(mode="after")
+    def _ordered(self) -> DimensionRange:
+        if self.max < self.min:
+            raise ValueError(f"max {self.max} is less than min {self.min}")
+        if self.max // self.multiple_of * self.multiple_of < self.min:
+            raise ValueError(f"no multiple of {self.multiple_of} lies between {self.min} and {self.max}")
+        return self
+
+
 class ProblemSpec(_Closed):
     name: Identifier
     description: Text
@@ -95,6 +115,7 @@ class ProblemSpec(_Closed):
     templates: dict[Dialect, list[TemplateItem] | None] | None = None
     published_speed_of_light: dict[str, dict[str, Annotated[float, Field(gt=0)]]] | None = None
     inputs: list[Text] | None = Field(default=None, min_length=1)  # input profiles (docs/evaluation.md)
+    shape_contract: dict[Identifier, DimensionRange] | None = None  # ksci/problem/contract.py
     imported: dict[str, Any] | None = None  # the importer's record (ksci/importers/), read by its reference.py
 
     @model_validator(mode="after")
@@ -116,6 +137,27 @@ class ProblemSpec(_Closed):
                     f"entry_point.args: {arg!r} is neither a tensor of every target's dtypes nor a key of every test "
                     "and benchmark shape"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _shapes_in_the_contract(self) -> ProblemSpec:
+        """The contract names every dimension of the shapes (every key but seed), and every listed shape lies in it."""
+        if self.shape_contract is None:
+            return self
+        dims = {key for shape in self.tests + self.benchmarks for key in shape if key != "seed"}
+        if set(self.shape_contract) != dims:
+            raise ValueError(
+                f"shape_contract names {sorted(self.shape_contract)}, the shapes' dimensions are {sorted(dims)}"
+            )
+        for where, shapes in (("tests", self.tests), ("benchmarks", self.benchmarks)):
+            for index, shape in enumerate(shapes):
+                for key, rule in self.shape_contract.items():
+                    value = shape.get(key, rule.min)
+                    if not rule.min <= value <= rule.max or value % rule.multiple_of:
+                        raise ValueError(
+                            f"{where}[{index}].{key} = {value} is outside shape_contract.{key} "
+                            f"({rule.min}..{rule.max}, a multiple of {rule.multiple_of})"
+                        )
         return self
 
 

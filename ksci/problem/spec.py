@@ -65,10 +65,14 @@ class Problem:
     # Input profiles every test shape is verified on (reference.generate_input's `profile`); only "spec" is timed.
     inputs: tuple[str, ...] = ("spec",)
     imported: dict = field(default_factory=dict)  # an imported problem's record (ksci/importers/): source, shapes
+    # Each dimension's {min, max, multiple_of} (ksci/problem/contract.py); empty: derived from the listed shapes.
+    shape_contract: dict = field(default_factory=dict)
 
-    def tolerance(self, target: str) -> Tolerance:
-        """The element-wise tolerance on `target`: |out - ref| <= atol + atol_rms * rms(ref) + rtol * |ref|."""
+    def tolerance(self, target: str, profile: str | None = None) -> Tolerance:
+        """The element-wise tolerance on `target`: |out - ref| <= atol + atol_rms * rms(ref) + rtol * |ref| + acc_rtol
+        * |terms|; on input profile `profile`, the target's `profiles:` entry for it over the target's own."""
         override = self.tolerance_by_target.get(target, {})
+        override = {**override, **(override.get("profiles") or {}).get(profile or "", {})}
         return Tolerance(
             rtol=float(override.get("rtol", self.rtol)),
             atol=float(override.get("atol", self.atol)),
@@ -227,6 +231,7 @@ def _problem_from_spec(spec: dict, root: Path) -> Problem:
         published_speed_of_light=spec.get("published_speed_of_light") or {},
         inputs=tuple(spec.get("inputs") or ("spec",)),
         imported=spec.get("imported") or {},
+        shape_contract={k: {"multiple_of": 1, **v} for k, v in (spec.get("shape_contract") or {}).items()},
     )
 
 
@@ -239,7 +244,7 @@ class Tolerance:
 
 
 def _tolerances_by_target(spec: dict, problem: str) -> dict:
-    known = {"rtol", "atol", "atol_rms", "acc_rtol"}
+    known = {"rtol", "atol", "atol_rms", "acc_rtol", "profiles"}
     for target, override in spec.items():
         if target not in DIALECT_OF_TARGET or not isinstance(override, dict) or set(override) - known:
             raise ProblemError(

@@ -29,6 +29,7 @@ from ksci.llm.faults import Fault, LlmEndpointRefused
 from ksci.llm.knowledge import load_knowledge
 from ksci.llm.ledger import LlmLedger
 from ksci.llm.request import Answer, Ledger, StageRequest
+from ksci.problem.contract import hide_held_out
 from ksci.problem.spec import SUFFIX_OF_DIALECT, load_problem
 from ksci.profile.records import base_profile
 from ksci.profile.view import NO_PROFILE_STEP, hardware_view
@@ -252,8 +253,9 @@ def failure_report(verdict: Verdict) -> str:
     if verdict.status == Status.COMPILE_ERROR:
         log = verdict.compile.log if verdict.compile else ""
         return f"{verdict.message}\n{log}".strip()
-    mismatches = [c.report for c in verdict.checks if not c.ok and c.report]
-    parts = [verdict.message, *mismatches[:3], verdict.harness_log[-1500:]]
+    held_out = "held-out shape" in verdict.message  # its mismatch report would tell the shape (its rows): left out
+    mismatches = [c.report for c in verdict.checks if not c.ok and c.report and not held_out]
+    parts = [hide_held_out(verdict.message), *mismatches[:3], verdict.harness_log[-1500:]]
     return "\n".join(p for p in parts if p).strip() or str(verdict.status)
 
 

@@ -14,6 +14,7 @@ import re
 import pandas as pd
 
 from ksci.evaluate.results import Status
+from ksci.problem.contract import hide_held_out
 from ksci.report.wording import any_simulated, gain
 
 STATUS_ORDER = [str(s) for s in Status]
@@ -145,8 +146,9 @@ def short_hypothesis(text: str, width: int = 40) -> str:
 
 
 def short_message(text: str) -> str:
-    """The message with absolute paths (compile-cache temp folders) cut down to the file name."""
-    return re.sub(r"(?<![\w.])/\S*/", "", text or "")
+    """The message with absolute paths (compile-cache temp folders) cut down to the file name, and held-out shapes
+    hidden (ksci.problem.contract.hide_held_out)."""
+    return hide_held_out(re.sub(r"(?<![\w.])/\S*/", "", text or ""))
 
 
 def headline_facts(frame: pd.DataFrame) -> dict | None:

@@ -18,6 +18,8 @@ def format_verdict(verdict: Verdict) -> str:
     failed = [c for c in verdict.checks if not c.ok]
     if verdict.checks:
         lines.append(f"  correctness: {len(verdict.checks) - len(failed)} of {len(verdict.checks)} input sets passed")
+    if held_out := verdict.fingerprint.get("held_out"):  # the command line's own output; prompts never show them
+        lines.append(f"  held-out shapes (not listed): {', '.join(shape_key(s) for s in held_out)}")
     for check in failed:
         lines.append(f"  FAILED on {shape_key(check.shape)} seed {check.seed}:")
         lines.extend(f"    {line}" for line in check.report.splitlines())

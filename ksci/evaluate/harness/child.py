@@ -28,7 +28,7 @@ import torch
 
 from ksci.evaluate.harness.cases import Case
 from ksci.evaluate.harness.check import relative_error
-from ksci.evaluate.harness.plan import TRIAL_SEED_STEP, recheck_shapes, verification_plan
+from ksci.evaluate.harness.plan import TRIAL_SEED_STEP, held_out_plan, recheck_shapes, verification_plan
 from ksci.evaluate.harness.sandbox import drop_network, limit_resources
 from ksci.evaluate.harness.timing import (
     CallTimer,
@@ -102,7 +102,6 @@ class Session:
         self.request, self.reporter = request, reporter
         self.target = request["target"]
         self.problem, self.ref = problem, ref
-        self.tolerance = problem.tolerance(self.target)
         self.device = torch.device("cuda", 0)
         torch.cuda.set_device(self.device)
         torch.backends.cuda.matmul.allow_tf32 = False  # the reference is exact float32
@@ -132,7 +131,7 @@ class Session:
         self.reporter.send("loaded")
         with torch.cuda.stream(self.stream):
             phases = self.request.get("phases", ["verify", "benchmark"])
-            if "verify" in phases and not self.verify_all(0):
+            if "verify" in phases and not (self.verify_all(0) and self.verify_held_out()):
                 return
             if "benchmark" in phases:
                 await_clear()
@@ -155,16 +154,38 @@ class Session:
                         return False
         return True
 
+    def verify_held_out(self) -> bool:
+        """The go-ahead's held-out shapes (in the problem's shape contract, never listed, drawn by the parent per
+        evaluation: ksci/problem/contract.py), each on `spec` and one other declared profile (held_out_plan)."""
+        for shape in self.request.get("held_out") or []:
+            for profile, step in held_out_plan(self.problem):
+                try:
+                    case = self.case(shape, shape["seed"] + step, profile=profile)
+                except Exception as exc:  # the reference refuses a shape of a derived contract: not the kernel's fault
+                    faults = (getattr(torch, "AcceleratorError", ()), torch.OutOfMemoryError)
+                    if self.problem.shape_contract or isinstance(exc, faults):
+                        raise  # a declared contract's shape, a device fault or memory the kernel took: never a refusal
+                    why = f"{type(exc).__name__}: {exc}"[:500]
+                    self.reporter.send(
+                        "skipped", shape=_plain(shape), seed=shape["seed"] + step, profile=profile, reason=why
+                    )
+                    continue
+                if not self.check(case, phase="held-out"):
+                    return False
+        return True
+
     def check(self, case: Case, phase: str = "verify") -> bool:
         case.poison()
         self.call(case)
-        return self.report_check(case, case.verify(self.tolerance), phase)
+        return self.report_check(case, case.verify(self.problem.tolerance(self.target, case.profile)), phase)
 
     def report_check(self, case: Case, result: dict, phase: str) -> bool:
         shape = _plain(case.shape)
         self.reporter.send("check", phase=phase, shape=shape, seed=case.seed, profile=case.profile, **result)
         if not result["ok"]:
             where = f"wrong on {case.profile}: {shape_key(shape)} seed {case.seed}"
+            if phase == "held-out":
+                where = f"wrong on held-out shape {shape_key(shape)} seed {case.seed}: on {case.profile} inputs"
             self.reporter.send("result", status="wrong", message=f"{where}: {result['report']}")
         return result["ok"]
 
@@ -265,7 +286,8 @@ class Session:
         for i, case in enumerate(cases):
             if i in sampled or case.left_poison():
                 calls.checked += 1
-                if not self.report_check(case, case.verify(self.tolerance, release=False), "timed-output"):
+                tolerance = self.problem.tolerance(self.target, case.profile)
+                if not self.report_check(case, case.verify(tolerance, release=False), "timed-output"):
                     return False
         return True
 
@@ -377,6 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.update(go.get("env", {}))  # read by the GPU runtime when it starts, in Session below
     request["library"] = go.get("library")  # the candidate's, copied into this scratch folder; None: baselines only
     request["race"] = go.get("race") or {}  # shape key -> the run's best median (us) to race against
+    request["held_out"] = go.get("held_out") or []  # shapes drawn by the parent for this evaluation alone
     limits = limit_resources(float(request.get("timeout_s", 900.0)))
     try:
         session = Session(request, reporter, problem, ref)

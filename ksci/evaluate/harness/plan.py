@@ -19,6 +19,13 @@ def verification_plan(problem) -> list[tuple[str, list[int]]]:
     return plan
 
 
+def held_out_plan(problem) -> list[tuple[str, int]]:
+    """(profile, seed step) each held-out shape is checked on (ksci/problem/contract.py): `spec`, then the first other
+    declared profile, one input set each."""
+    other = [p for p in problem.inputs if p != "spec"][:1]
+    return [("spec", 0), *((profile, PROFILE_SEED_STEP) for profile in other)]
+
+
 def recheck_shapes(tests: list[dict] | tuple[dict, ...]) -> list[dict]:
     """The test shapes the extra profiles are checked on again after timing (before timing: every test shape).
 
