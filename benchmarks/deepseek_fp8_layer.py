@@ -11,9 +11,8 @@ torch._scaled_mm (the problem's vendor baseline, kernels/fp8_gemm_kmajor/referen
 Shapes: one MoE expert of DeepSeek-V3 (hidden 7168, expert intermediate 2048): gate and up fused as one 7168 ->
 4096 projection, SiLU(gate) * up, then down 2048 -> 7168. Why the expert and not the dense MLP (intermediate 18432):
 58 of the model's 61 layers are MoE layers, an expert sees anywhere from one token to thousands, and its shapes lie
-inside the op's shape contract (N and K up to 7168; 7168 x 2048 is one of the problem's benchmark shapes), while
-18432 lies outside it (the contract comes from the problem's declared shapes; the op refuses what it was not
-verified around).
+inside the op's shape contract (N and K up to 16384; 7168 x 2048 is one of the problem's benchmark shapes), while
+18432 lies outside it (the op refuses what the evaluation's contract does not hold).
 
 Outside the contract the layer pads or splits, and the table says so: fewer tokens than the contract's smallest M,
 or a count that is not a multiple of its alignment, are padded with zero rows (the padded rows are computed and

@@ -74,9 +74,9 @@ def store(tmp_path) -> Path:
 def test_the_contract_tensors_and_held_out_shapes_come_from_problem_yaml():
     problem = load_problem(PROBLEM)
     assert {d: (r.minimum, r.maximum, r.multiple) for d, r in shape_contract(problem).items()} == {
-        "m": (64, 6144, 32),
-        "n": (64, 7168, 64),
-        "k": (128, 7168, 128),
+        "m": (64, 16384, 32),
+        "n": (64, 16384, 64),
+        "k": (128, 16384, 128),
     }
     specs = {t.name: t for t in tensor_specs(problem, "cuda")}
     assert (specs["a"].dims, specs["a"].order, specs["a"].dtype) == (("m", "k"), "row", "float8_e4m3fn")
@@ -105,7 +105,7 @@ def test_the_package_builds_imports_and_passes_its_cpu_checks_with_the_test_stan
     package = folder / f"ksci_{PROBLEM}"
     spec = json.loads((package / "spec.json").read_text())
     assert spec["backend"] == "test-stand-in" and spec["libraries"] == {}
-    assert spec["contract"]["k"] == {"name": "k", "minimum": 128, "maximum": 7168, "multiple": 128}
+    assert spec["contract"]["k"] == {"name": "k", "minimum": 128, "maximum": 16384, "multiple": 128}
     assert (package / "kernel.cu").read_text() == SOURCE and (package / "reference.py").is_file()
     readme = (folder / "README.md").read_text()
     assert "TEST STAND-IN, NOT A KERNEL" in readme and GPU in readme
@@ -175,7 +175,7 @@ except ValueError as exc:
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip() == (
-        f"ksci_{PROBLEM}::{PROBLEM}: m=40 is outside the shape contract (m a multiple of 32 from 64 to 6144; pad or "
+        f"ksci_{PROBLEM}::{PROBLEM}: m=40 is outside the shape contract (m a multiple of 32 from 64 to 16384; pad or "
         "split the input)"
     )
 

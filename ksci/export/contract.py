@@ -1,11 +1,9 @@
 """What an exported op accepts: the problem's tensors (dtype, dimensions, memory order) and its shape contract.
 
 The tensors come from problem.yaml's `dtypes` and `layouts` ("M x K/128, column-major": dimensions as expressions of
-the shape's keys, then the memory order). The shape contract (the range and alignment of each dimension) is derived
-in one function, `shape_contract`, from the problem's declared test and benchmark shapes: each dimension a multiple of
-the greatest common divisor of its declared values, from the smallest declared value to the largest. Those are the
-shapes the evaluation verified the kernel around; a problem.yaml that declares a contract of its own replaces the
-derivation there, and only there.
+the shape's keys, then the memory order). The shape contract (the range and alignment of each dimension) is the one
+the evaluation verifies held-out shapes from (ksci/problem/contract.py): problem.yaml's `shape_contract`, or, where a
+problem declares none, one derived from its listed test and benchmark shapes.
 """
 
 from __future__ import annotations
@@ -14,6 +12,7 @@ import math
 import re
 from dataclasses import asdict, dataclass
 
+from ksci.problem.contract import contract_of
 from ksci.problem.spec import Problem, ProblemError, read_spec
 
 _EXPRESSION = re.compile(r"^[a-z0-9_()+*/ -]+$")
@@ -57,12 +56,14 @@ def dimensions(problem: Problem) -> list[str]:
 
 
 def shape_contract(problem: Problem) -> dict[str, DimRule]:
-    """Each dimension's range and alignment, derived from the declared test and benchmark shapes (module doc)."""
-    rules = {}
-    for dim in dimensions(problem):
-        values = [int(s[dim]) for s in (*problem.tests, *problem.benchmarks)]
-        rules[dim] = DimRule(dim, min(values), max(values), math.gcd(*values))
-    return rules
+    """Each dimension's range and alignment: the problem's shape contract (ksci.problem.contract.contract_of, the
+    one the evaluation's held-out shapes are drawn from), declared in problem.yaml or derived from its shapes."""
+    contract = contract_of(problem)
+    return {
+        dim: DimRule(dim, int(rule["min"]), int(rule["max"]), int(rule.get("multiple_of", 1)))
+        for dim, rule in contract.items()
+        if dim in dimensions(problem)
+    }
 
 
 def tensor_specs(problem: Problem, target: str) -> list[TensorSpec]:
