@@ -232,6 +232,10 @@ def cmd_report(args) -> int:
 def cmd_status(args) -> int:
     from ksci.report.status import format_status  # no matplotlib: the status prints from the facts alone
 
+    started = _started_without_rows(_open_store(args), args.run)
+    if started:  # known, with nothing to show yet: said as the run's status, not refused
+        print(started)
+        return EXIT_OK
     store, frame = _read_run(args)
     print(format_status(frame, args.run))
     from ksci.profile.records import profiling_line
@@ -265,6 +269,9 @@ def _open_store(args):
     problem = check_store_root(root, write=False)
     if problem:
         raise UsageError(problem)
+    local = args.store and ("://" not in args.store or args.store.startswith("file://"))
+    if local and not Path(args.store.removeprefix("file://")).exists():  # a --store given that is not there
+        raise UsageError(f"no store at {args.store}: the folder does not exist")
     return LineageStore(root)
 
 
@@ -273,12 +280,36 @@ def _read_run(args):
     every other part still read), so that `ksci status` and `ksci report` say what they left out."""
     store = _open_store(args)
     if args.run not in store.runs():
-        known = ", ".join(store.runs()) or "none"
-        raise UsageError(f"no run {args.run!r} in {store.root} (runs there: {known})")
+        raise UsageError(_not_a_run(store, args.run))
     lineage = store.read_lineage(args.run)
     for warning in lineage.warnings():
         print(f"ksci: warning: {warning}", file=sys.stderr)
     return store, lineage.frame
+
+
+def _not_a_run(store, run: str) -> str:
+    """Why `run` has no rows to show: started but with nothing recorded yet (_started_without_rows), or unknown."""
+    known = ", ".join(store.runs()) or "none"
+    return _started_without_rows(store, run) or f"no run {run!r} in {store.root} (runs there: {known})"
+
+
+def _started_without_rows(store, run: str) -> str | None:
+    """For a run that started (its identity.json is written before the flow) and was stopped before its first
+    candidate was recorded, a line saying so and how to continue it; None for any other name."""
+    from ksci.lineage.identity import read_identity
+
+    if run in store.runs():
+        return None
+    try:
+        identity = read_identity(store, run)
+    except ValueError:
+        return None
+    if identity is None:
+        return None
+    return (
+        f"run {run} ({identity.summary()}): no candidate recorded yet, it was stopped before its first one; "
+        f"continue it with ksci evolve --run {run}"
+    )
 
 
 def cmd_import(args) -> int:

@@ -331,7 +331,9 @@ def main(argv: list[str] | None = None) -> None:
 
     from ksci.lineage.store import LineageStore
 
-    parser = argparse.ArgumentParser(description="Write a simulator recording from a lineage recorded on a GPU.")
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, description="Write a simulator recording from a lineage recorded on a GPU."
+    )
     parser.add_argument("--store", required=True)
     parser.add_argument("--run", required=True)
     parser.add_argument("-o", "--output", required=True, type=Path)
