@@ -230,9 +230,10 @@ def cmd_report(args) -> int:
 
 
 def cmd_status(args) -> int:
+    from ksci.lineage.runs import started_without_rows
     from ksci.report.status import format_status  # no matplotlib: the status prints from the facts alone
 
-    started = _started_without_rows(_open_store(args), args.run)
+    started = started_without_rows(_open_store(args), args.run)
     if started:  # known, with nothing to show yet: said as the run's status, not refused
         print(started)
         return EXIT_OK
@@ -278,38 +279,15 @@ def _open_store(args):
 def _read_run(args):
     """The store and the run's rows; each damaged part skipped is named in a warning on stderr (and the rows of
     every other part still read), so that `ksci status` and `ksci report` say what they left out."""
+    from ksci.lineage.runs import not_a_run
+
     store = _open_store(args)
     if args.run not in store.runs():
-        raise UsageError(_not_a_run(store, args.run))
+        raise UsageError(not_a_run(store, args.run))
     lineage = store.read_lineage(args.run)
     for warning in lineage.warnings():
         print(f"ksci: warning: {warning}", file=sys.stderr)
     return store, lineage.frame
-
-
-def _not_a_run(store, run: str) -> str:
-    """Why `run` has no rows to show: started but with nothing recorded yet (_started_without_rows), or unknown."""
-    known = ", ".join(store.runs()) or "none"
-    return _started_without_rows(store, run) or f"no run {run!r} in {store.root} (runs there: {known})"
-
-
-def _started_without_rows(store, run: str) -> str | None:
-    """For a run that started (its identity.json is written before the flow) and was stopped before its first
-    candidate was recorded, a line saying so and how to continue it; None for any other name."""
-    from ksci.lineage.identity import read_identity
-
-    if run in store.runs():
-        return None
-    try:
-        identity = read_identity(store, run)
-    except ValueError:
-        return None
-    if identity is None:
-        return None
-    return (
-        f"run {run} ({identity.summary()}): no candidate recorded yet, it was stopped before its first one; "
-        f"continue it with ksci evolve --run {run}"
-    )
 
 
 def cmd_import(args) -> int:
