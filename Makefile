@@ -13,7 +13,7 @@ TEST_WORKERS ?= 4
 
 $(BIN)/ksci: requirements.lock requirements-dev.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q --upgrade pip "setuptools>=77"  # 77: the SPDX license string of pyproject.toml
 	# The locks were resolved and tested together; install them exactly, without re-resolving.
 	$(BIN)/pip install -q --no-deps -r requirements-dev.lock
 	# torch: the CPU build for the CPU-side tests; GPU hosts use their own CUDA or ROCm build.
