@@ -13,7 +13,7 @@ TEST_WORKERS ?= 4
 
 $(BIN)/ksci: requirements.lock requirements-dev.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q --upgrade pip "setuptools>=77"  # 77: the SPDX license string of pyproject.toml
 	# The locks were resolved and tested together; install them exactly, without re-resolving.
 	$(BIN)/pip install -q --no-deps -r requirements-dev.lock
 	# torch: the CPU build for the CPU-side tests; GPU hosts use their own CUDA or ROCm build.
@@ -54,7 +54,9 @@ test: setup lint
 	KSCI_REQUIRE_TOOLCHAINS=$${KSCI_REQUIRE_TOOLCHAINS:-1} $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # SIMULATE=1: no GPU, made-up timings (every number the run shows is marked simulated); SIMULATE=FILE.json:
-# replay the timings recorded in FILE.json (benchmarks/record_space.py). Unset: real GPUs.
+# replay the timings recorded in FILE.json (benchmarks/record_space.py). Unset: real GPUs. KSCI_VIA_MAKE=1 makes
+# ksci name SIMULATE=1 rather than --simulate in its refusal. When ksci refuses (rc 2 bad input, 3 no GPU), its
+# one line says why; make then adds its own "make: *** [Makefile:NN: evolve] Error N", which says only the code.
 evolve: setup
-	$(BIN)/ksci evolve --problem $(PROBLEM) --target $(TARGET) --generations $(GENERATIONS) \
+	KSCI_VIA_MAKE=1 $(BIN)/ksci evolve --problem $(PROBLEM) --target $(TARGET) --generations $(GENERATIONS) \
 		$(if $(SIMULATE),$(if $(filter 1 yes true,$(SIMULATE)),--simulate,--simulate $(SIMULATE)))

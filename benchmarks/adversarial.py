@@ -74,7 +74,9 @@ def adversarial_kernels(target: str) -> list[tuple[str, str, set[str], str]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--target", default="cuda", choices=("cuda", "rocm"))
     parser.add_argument("--quick", action="store_true", help="adversarial kernels on two shapes, short timing")
     parser.add_argument("--only", choices=("honest", "adversarial"))

@@ -64,7 +64,9 @@ def timed_device_s(verdict) -> tuple[float, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--problem", default="fp8_gemm_kmajor")
     parser.add_argument("--template", default="wgmma")
     parser.add_argument("--reps", type=int, default=3)

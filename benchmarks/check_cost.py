@@ -158,7 +158,7 @@ def cold(problem_name: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     parser.add_argument("problem", nargs="?", default="fp8_gemm_kmajor")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--cold", action="store_true", help="only the fresh processes' first checks against later ones")

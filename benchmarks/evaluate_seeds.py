@@ -19,7 +19,9 @@ from ksci.problem.spec import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, load_problem
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--problem", default="fp8_gemm")
     parser.add_argument("--target", default="cuda", choices=("cuda", "rocm"))
     parser.add_argument("--json-out", type=Path)

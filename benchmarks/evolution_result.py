@@ -94,7 +94,9 @@ def table(seed_v: Verdict, best_v: Verdict) -> tuple[list[str], dict, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--store", default="data/runs")
     parser.add_argument("--run", required=True)
     parser.add_argument("--json-out", type=Path)

@@ -20,7 +20,9 @@ STORE = "data/runs"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--problem", default="fp8_gemm")
     parser.add_argument("--target", default="cuda")
     parser.add_argument("--generations", type=int, default=5)

@@ -122,7 +122,9 @@ def worker(runs: Runs, device: str, baselines: bool) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=120)
     parser.add_argument("--devices", default="0", help="GPU ids evaluated on at once, e.g. 0,1")
     parser.add_argument("--cpu-load", type=int, default=0, help="processes spinning on the host's cores meanwhile")

@@ -24,7 +24,9 @@ from ksci.problem.spec import load_problem, shape_key
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--problem", action="append", default=[])
     parser.add_argument("--template", action="append", default=[], help="default: every CUDA template")
     parser.add_argument("--param", action="append", default=[], help="TEMPLATE:KEY=VALUE, an extra point")

@@ -32,7 +32,9 @@ def need(out: torch.Tensor, ref: torch.Tensor, rtol: float, atol: float) -> floa
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--template", action="append", default=[])
     args = parser.parse_args()

@@ -175,7 +175,7 @@ def bench_shape(shape: dict, ref, fns: dict, stream: int, flush: torch.Tensor, r
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=50)
     parser.add_argument("--out", default=os.environ.get("OUT", "data/fp8_transpose"))
     parser.add_argument("--cache", default="/tmp/fp8_transpose_cache", help="compile cache (kept out of --out)")

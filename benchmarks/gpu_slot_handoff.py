@@ -46,7 +46,9 @@ def stand_ins(gpus: list[str], jobs: int, hold_s: float) -> list[tuple[str, floa
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--gpus", type=int, default=2, help="how many stand-in GPUs")
     parser.add_argument("--jobs", type=int, default=12, help="stand-in candidates, all waiting from the start")
     parser.add_argument("--hold", type=float, default=1.0, help="seconds each one holds its GPU")

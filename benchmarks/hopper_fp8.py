@@ -309,7 +309,7 @@ def profile(name: str, point: dict, args) -> int:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--problems", default="fp8_gemm_kmajor,fp8_gemm")
     parser.add_argument("--point", action="append", help="K=V,K=V (repeatable); default: a built-in list")
     parser.add_argument("--reps", type=int, default=30)

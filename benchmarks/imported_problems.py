@@ -30,7 +30,9 @@ from ksci.problem.spec import load_problem  # noqa: E402
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--target", choices=("cuda", "rocm"), default="cuda")
     parser.add_argument("--verify-only", action="store_true", help="verdicts only, no timing")
     parser.add_argument("--no-baselines", action="store_true", help="do not time the reference and vendor")

@@ -35,7 +35,9 @@ FAKE_KEY = "sk-test-SECRET123"  # the demo's key: it must show up in no file the
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--simulate", action="store_true", help="no GPU: the simulator's made-up timings")
     parser.add_argument("--store", type=Path, help="lineage store (default: a temporary folder)")
     parser.add_argument("--run", default=f"llm-scripted-{time.strftime('%Y%m%d-%H%M%S')}")

@@ -39,7 +39,9 @@ KEY = "sk-test-SECRET123"
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--simulate", action="store_true", help="no GPU: the simulator's made-up timings")
     parser.add_argument("--store", type=Path, help="lineage store (default: a temporary folder)")
     args = parser.parse_args()

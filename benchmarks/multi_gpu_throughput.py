@@ -178,7 +178,9 @@ def idle_breakdown(windows: dict[str, list]) -> dict[str, tuple[int, float]] | N
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--problem", default="fp8_gemm")
     parser.add_argument("--generations", type=int, default=3)
     parser.add_argument("--generations-n", type=int, help="generations of the N-GPU run (default: --generations)")

@@ -37,7 +37,7 @@ def minus_length(base: list[tuple[float, float]], cover: list[tuple[float, float
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__)
     parser.add_argument("--last", type=int, default=10, help="how many recent generations")
     args = parser.parse_args()
     with get_client(sync_client=True) as client:

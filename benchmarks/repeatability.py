@@ -14,7 +14,9 @@ import sys
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--problem", default="fp8_gemm")
     parser.add_argument("--source", required=True)
     parser.add_argument("--target", default="cuda")

@@ -35,7 +35,9 @@ def source_of(problem, name: str, target: str) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("kernels", nargs="+")
     parser.add_argument("--problem", default="fp8_gemm")
     parser.add_argument("--target", default="cuda")

@@ -205,7 +205,9 @@ def _database(row: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--problem", default="fp8_gemm_kmajor")
     parser.add_argument("--label", default="this")
     parser.add_argument("--tree", type=Path, help="run ksci from this checkout (default: this one)")

@@ -108,7 +108,9 @@ def _num(value: float | None) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--problem", action="append", choices=PROBLEMS)
     parser.add_argument("--shapes", type=int, default=99, help="the first N test shapes of each problem")
     parser.add_argument("--json-out", type=Path)

@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ksci import PROJECT_ROOT, __version__
+from ksci.arguments import OneLineParser, parse
 from ksci.commands import (
     EXIT_BAD_INPUT,
     EXIT_ENVIRONMENT,
@@ -41,8 +42,7 @@ from ksci.run import DEFAULT_STORE, OVERLAP_RULE, RunLimits, RunSpec, new_run_na
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse(build_parser(), argv)
     code = EXIT_OK  # what a reader that closed the pipe before the command finished gets (_quiet_on_closed_pipe)
     try:
         code = _run_command(args)
@@ -76,7 +76,7 @@ def _quiet_on_closed_pipe() -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ksci", description="Kernel Scientist: evolve and evaluate GPU kernels.")
+    parser = OneLineParser(prog="ksci", description="Kernel Scientist: evolve and evaluate GPU kernels.")
     parser.add_argument("--version", action="version", version=f"ksci {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     add_evaluation_commands(sub)
@@ -223,7 +223,7 @@ def cmd_evolve(args) -> int:
         finally:
             display.close()
             install(None)
-    print_summary(summaries, spec.store_root, spec.run, llm is not None)
+    print_summary(summaries, spec.store_root, spec.run, llm is not None, str(log_path))
     return EXIT_OK
 
 
@@ -270,9 +270,11 @@ def _check_evolve(args):
         except RecordingError as exc:
             raise UsageError(str(exc)) from None
     if args.simulate is None and not gpu_visible(args.target):
+        via_make = os.environ.get("KSCI_VIA_MAKE") == "1"  # `make evolve` sets it: its own words for the option
+        made_up, replay = ("SIMULATE=1", "SIMULATE=FILE") if via_make else ("--simulate", "--simulate FILE")
         raise EnvironmentProblem(
             f"no {args.target} GPU is visible on this machine, so no kernel can be verified or timed "
-            "(--simulate, for trying the loop out, makes timings up; --simulate FILE replays timings recorded in FILE)"
+            f"({made_up}, for trying the loop out, makes timings up; {replay} replays timings recorded in FILE)"
         )
     from ksci.problem.render import check_template
 

@@ -242,8 +242,13 @@ def cmd_report(args) -> int:
 
 
 def cmd_status(args) -> int:
+    from ksci.lineage.runs import started_without_rows
     from ksci.report.status import format_status  # no matplotlib: the status prints from the facts alone
 
+    started = started_without_rows(_open_store(args), args.run)
+    if started:  # known, with nothing to show yet: said as the run's status, not refused
+        print(started)
+        return EXIT_OK
     store, frame = _read_run(args)
     print(format_status(frame, args.run))
     from ksci.profile.records import profiling_line
@@ -277,16 +282,20 @@ def _open_store(args):
     problem = check_store_root(root, write=False)
     if problem:
         raise UsageError(problem)
+    local = args.store and ("://" not in args.store or args.store.startswith("file://"))
+    if local and not Path(args.store.removeprefix("file://")).exists():  # a --store given that is not there
+        raise UsageError(f"no store at {args.store}: the folder does not exist")
     return LineageStore(root)
 
 
 def _read_run(args):
     """The store and the run's rows; each damaged part skipped is named in a warning on stderr (and the rows of
     every other part still read), so that `ksci status` and `ksci report` say what they left out."""
+    from ksci.lineage.runs import not_a_run
+
     store = _open_store(args)
     if args.run not in store.runs():
-        known = ", ".join(store.runs()) or "none"
-        raise UsageError(f"no run {args.run!r} in {store.root} (runs there: {known})")
+        raise UsageError(not_a_run(store, args.run))
     lineage = store.read_lineage(args.run)
     for warning in lineage.warnings():
         print(f"ksci: warning: {warning}", file=sys.stderr)

@@ -70,6 +70,9 @@ class EmbeddedApi:
             )
         self.url = f"http://127.0.0.1:{port}/api"
         os.environ["PREFECT_API_URL"] = self.url
+        # No UI runs here (PREFECT_UI_ENABLED=0) and the server ends with the run: no "View at http://..." link in
+        # the run's log (Prefect writes none when its UI URL is empty).
+        os.environ.setdefault("PREFECT_UI_URL", "")
         return self.process
 
     def wait_ready(self) -> None:

@@ -57,7 +57,9 @@ def full_disk(rounds: int) -> collections.Counter:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--case", choices=["writers", "full-disk"], default="writers")
     parser.add_argument("--rounds", type=int, default=250)
     args = parser.parse_args()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
+import sys
 import tempfile
 
 import pytest
@@ -83,6 +85,7 @@ def pytest_terminal_summary(terminalreporter, config):
 # Under pytest-xdist (make test) the HIP compiles run in worker processes: each worker hands its lines to the
 # controller when it finishes, so that the summary above still prints them.
 def pytest_sessionfinish(session):
+    _stop_prefect_servers_left_running()
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:
         workeroutput["hip_compile_lines"] = json.dumps(session.config.stash.get(HIP_COMPILE_LINES, []))
@@ -93,3 +96,21 @@ def pytest_testnodedown(node, error):
     # A worker that died (error set) has no workeroutput: say nothing here, so that xdist reports the crash itself.
     lines = json.loads(getattr(node, "workeroutput", {}).get("hip_compile_lines", "[]"))
     node.config.stash.setdefault(HIP_COMPILE_LINES, []).extend(lines)
+
+
+def _stop_prefect_servers_left_running() -> None:
+    """A Prefect API server that a test started without stopping it (Prefect's ephemeral one, started by a flow run
+    outside prefect_test_harness) is stopped by Prefect at the interpreter's exit, and its "Stopping temporary
+    server" line then went to the stream Prefect's console handler was given: pytest's capture file, closed by
+    then ("--- Logging error --- ... ValueError: I/O operation on closed file"). Stopped here, while it is open,
+    without that line in the session's summary."""
+    server = sys.modules.get("prefect.server.api.server")
+    if server is None:
+        return
+    logger, level = server.subprocess_server_logger, server.subprocess_server_logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        for instance in list(server.SubprocessASGIServer._instances.values()):
+            instance.stop()
+    finally:
+        logger.setLevel(level)

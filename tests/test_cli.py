@@ -150,3 +150,69 @@ def test_without_a_gpu_evolve_says_so_and_does_not_start():
 def test_evolve_refuses_a_nonsense_limit_before_starting(flag, value, capsys):
     assert cli.main(["evolve", "--problem", "fp8_gemm", "--simulate", flag, value]) == 2
     assert f"{flag} must be at least" in capsys.readouterr().err
+
+
+# A bad argument: one line naming the command whose --help lists its options, rc 2, nothing on stdout.
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["evolve", "--problem", "fp8_gemm", "--generatoins", "2"], "ksci evolve: error: unrecognized arguments: "
+         "--generatoins 2 (see ksci evolve --help)"),
+        (["evolve", "--problem", "fp8_gemm", "--generation", "2"], "ksci evolve: error: unrecognized arguments: "
+         "--generation 2"),  # no abbreviation: not read as --generations
+        (["evolve", "--generations", "2"], "ksci evolve: error: the following arguments are required: --problem"),
+        (["evolve", "--problem", "fp8_gemm", "--generations", "two"], "argument --generations: invalid int value"),
+        (["status"], "ksci status: error: the following arguments are required: --run (see ksci status --help)"),
+        (["evolv"], "ksci: error: argument command: invalid choice: 'evolv'"),
+        (["--generatoins", "2"], "ksci: error:"),
+    ],
+)  # fmt: skip
+def test_a_bad_argument_is_one_line_without_the_usage(argv, said, capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli.main(argv)
+    out, err = capsys.readouterr()
+    assert exited.value.code == 2 and out == "" and err.count("\n") == 1 and said in err, err
+    assert "usage:" not in err
+
+
+def test_help_still_prints_the_usage(capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["evolve", "--help"])
+    assert exited.value.code == 0 and capsys.readouterr().out.startswith("usage: ksci evolve")
+
+
+@pytest.mark.parametrize("command", [["runs"], ["status", "--run", "r"], ["report", "--run", "r"]])
+def test_a_store_that_is_not_there_is_refused_naming_it(command, tmp_path, capsys):
+    missing = str(tmp_path / "missing")
+    assert cli.main([*command, "--store", missing]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"ksci: error: no store at {missing}: the folder does not exist\n"
+    assert not (tmp_path / "missing").exists()
+
+
+def test_a_run_stopped_before_its_first_candidate_is_known_to_status(tmp_path, capsys):
+    """What a Ctrl-C before generation 0 recorded anything leaves: the run's identity (written before the flow
+    starts, cli._check_evolve) and no lineage. `ksci status` names the run and how to continue it, rc 0, as the
+    stop's line promised; `ksci report` refuses it in one line, saying the same."""
+    store = str(tmp_path / "store")
+    args = cli.build_parser().parse_args(["evolve", "--problem", "fp8_gemm", "--simulate", "--run", "early",
+                                          "--store", store])  # fmt: skip
+    cli._check_evolve(args)
+    assert cli.main(["status", "--run", "early", "--store", store]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("run early (fp8_gemm on cuda, tuning proposer, elitist, simulated (made-up)): no candidate")
+    assert out.strip().endswith("continue it with ksci evolve --run early") and err == ""
+    assert cli.main(["report", "--run", "early", "--store", store]) == 2
+    assert "no candidate recorded yet" in capsys.readouterr().err
+    assert cli.main(["status", "--run", "other", "--store", store]) == 2
+    assert "no run 'other' in" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(gpu_visible("cuda"), reason="checks the message given where there is no GPU")
+def test_without_a_gpu_make_evolve_names_its_own_simulate_switch():
+    """`make evolve` sets KSCI_VIA_MAKE=1 (checked in the Makefile's recipe); ksci's refusal then names SIMULATE=1."""
+    recipe = (ROOT / "Makefile").read_text().split("\nevolve: setup\n", 1)[1].splitlines()[0]
+    assert recipe.strip().startswith("KSCI_VIA_MAKE=1 $(BIN)/ksci evolve ")
+    out = ksci("evolve", "--problem", "fp8_gemm", "--generations", "1", env={**os.environ, "KSCI_VIA_MAKE": "1"})
+    assert out.returncode == 3 and out.stderr.count("\n") == 1 and out.stdout == ""
+    assert "SIMULATE=1, for trying the loop out" in out.stderr and "--simulate" not in out.stderr

@@ -71,10 +71,16 @@ def test_version_prints_the_package_version():
 
 @pytest.mark.parametrize("make", [False, True])
 def test_runs_of_an_empty_or_missing_store_is_one_line(tmp_path, make):
+    """An empty store has no runs (rc 0); a --store that is not there is a mistyped path, refused naming it (rc 2;
+    it said "no runs" with rc 0 before)."""
     root = tmp_path / "nothing"
     if make:
         (root / "sources").mkdir(parents=True)  # sources alone: still no run
     out = ksci("runs", "--store", str(root))
+    if not make:
+        assert out.returncode == 2 and out.stdout == ""
+        assert out.stderr == f"ksci: error: no store at {root}: the folder does not exist\n"
+        return
     assert out.returncode == 0 and out.stderr == ""
     assert out.stdout.count("\n") == 1 and out.stdout.startswith("no runs in ")
     assert json.loads(ksci("runs", "--store", str(root), "--json").stdout) == []
@@ -133,6 +139,12 @@ def test_every_option_has_help_and_says_its_default(command):
         assert action.help, f"ksci {command} {action.option_strings or action.dest} has no help"
         if action.default not in (None, False, [], argparse.SUPPRESS) and action.option_strings:
             assert "%(default)s" in action.help, f"ksci {command} {action.option_strings} hides its default"
+
+
+@pytest.mark.parametrize("command", sorted(_subcommands()))
+def test_no_option_is_taken_by_an_abbreviation(command):
+    """`--generation 2` is not `--generations 2` (tests/test_cli.py runs it)."""
+    assert not cli.build_parser().allow_abbrev and not _subcommands()[command].allow_abbrev
 
 
 def test_evolve_help_names_the_defaults():

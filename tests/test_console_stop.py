@@ -50,8 +50,9 @@ def test_a_second_ctrl_c_ends_it_at_once():
     assert process.stdout.readline() == "stopping\n"
     sent = time.monotonic()
     process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=10)
-    assert time.monotonic() - sent < 5 and process.returncode == 130
+    out, err = process.communicate(timeout=40)
+    # At once, not after the 60 s grace time (the bound leaves room for a busy machine).
+    assert time.monotonic() - sent < 30 and process.returncode == 130
     assert out == "killed the API\n"
     assert err.splitlines() == [
         "ksci: evolution demo stopped by Ctrl-C (SIGINT); every candidate recorded so far is kept: continue it with "
@@ -63,9 +64,10 @@ def test_a_stop_that_hangs_ends_after_the_grace_time_with_the_signals_code():
     process = _started(grace_s=1.5)
     sent = time.monotonic()
     process.send_signal(signal.SIGTERM)
-    out, err = process.communicate(timeout=20)
+    out, err = process.communicate(timeout=40)
     took = time.monotonic() - sent
-    assert 1.0 < took < 10 and process.returncode == 143, (took, process.returncode, out, err)
+    # After the 1.5 s grace time; without it the stop hangs for good (the bound leaves room for a busy machine).
+    assert 1.0 < took < 30 and process.returncode == 143, (took, process.returncode, out, err)
     assert out == "stopping\nkilled the API\n"
     assert len(err.splitlines()) == 1 and "stopped by SIGTERM" in err and "--run demo" in err
 

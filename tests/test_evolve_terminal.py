@@ -150,10 +150,11 @@ def _alive(pids: set[int]) -> set[int]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("flag", "most_lines"), [(None, 40), ("--quiet", 10)])
+@pytest.mark.parametrize(("flag", "most_lines"), [(None, 44), ("--quiet", 14)])
 def test_a_terminal_sees_progress_the_run_and_its_log_not_prefect_logs(tmp_path, flag, most_lines):
     """Default: the run's name, its lineage and log file, the server's start-up as a step and a line per
-    generation, every number marked simulated, within 40 lines; --quiet: the final summary alone, within 10."""
+    generation, every number marked simulated, within 44 lines; --quiet: the final summary alone, within 14. Both
+    end with the next steps (4 lines: ksci status, ksci report, the log)."""
     store = tmp_path / "store"
     argv = EVOLVE + ["--generations", "4", "--run", "shown", "--store", str(store), "--simulate"]
     terminal = Terminal(argv + ([flag] if flag else []), _environment(tmp_path))
@@ -167,6 +168,12 @@ def test_a_terminal_sees_progress_the_run_and_its_log_not_prefect_logs(tmp_path,
     assert "Task run" not in screen.text and "Traceback" not in screen.text, screen.text
     log = store / "shown" / "evolve.log"
     assert "Task run" in log.read_text()  # Prefect's logs went to the run's log file instead
+    assert screen.lines[-4:] == [
+        "next steps:",
+        f"  ksci status --run shown --store {store}    its generations and best kernels",
+        f"  ksci report --run shown --store {store}    an HTML report of the run",
+        f"  log: {log}",
+    ], screen.text
     if flag == "--quiet":
         assert "run shown" in screen.text and "ksci evolve: run" not in screen.text, screen.text
         return

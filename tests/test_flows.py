@@ -248,3 +248,19 @@ def test_rebench_retimes_the_champions_into_a_run_of_its_own(tmp_path):
     assert set(retimed["parent_id"]) == set(best_two["candidate_id"])
     # The simulator replays the same recording, so the re-timing equals the original here.
     assert sorted(retimed["geomean_us"]) == pytest.approx(sorted(best_two["geomean_us"]))
+
+
+def test_a_simulated_tuning_evolution_improves_its_best_at_least_twice_after_the_seeds(tmp_path):
+    """`make evolve GENERATIONS=5 SIMULATE=1` as the flow runs it (6 children, one overlapping generation, made-up
+    timings from the simulator's cost model): the best so far improves in at least two generations after 0."""
+    summaries = evolve(
+        problem="fp8_gemm", target="cuda", generations=5, run="learns", children=6,
+        store_root=str(tmp_path / "store"), simulate="", overlap=1,
+    )  # fmt: skip
+    bests, best = [], float("inf")
+    for summary in sorted(summaries, key=lambda s: s["generation"]):
+        ok = [r["geomean_us"] for r in summary["rows"] if r["status"] == "ok" and r.get("geomean_us")]
+        best = min([best, *ok])
+        bests.append(best)
+    improved = [g for g in range(1, len(bests)) if bests[g] < bests[g - 1]]
+    assert len(bests) == 5 and len(improved) >= 2, bests

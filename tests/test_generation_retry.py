@@ -1,6 +1,6 @@
 """A failed generation of a deployed evolution, retried on its own, then the evolution carried on to its end.
 
-The deployed set-up of README.md ("Scheduled runs and the Prefect UI"), as scripts/check_deployment.sh starts it:
+The deployed set-up of docs/prefect-ui.md, as scripts/check_deployment.sh starts it:
 a real `prefect server` on loopback, the process work pool, `prefect deploy --all`, one worker. An evolution of
 `evolve/simulated` (2 generations on the GPU simulator) loses its GPU while generation 0 verifies one seed (a
 simulator fault), so that generation's flow run fails, and the evolution with it. The GPU comes back; then

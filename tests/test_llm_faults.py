@@ -88,8 +88,8 @@ def test_a_trickled_body_stops_at_the_deadline_and_its_thread_ends(endpoint, tmp
     started = time.monotonic()
     got = _ask(settings, tmp_path)
     took = time.monotonic() - started
-    # Without the deadline the trickle lasts minutes; under 10 s leaves room for CI's two busy cores.
-    assert got.failure.kind == "timeout" and got.failure.transient and 1.9 < took < 10.0, took
+    # Without the deadline the trickle lasts minutes; under 30 s leaves room for a busy machine.
+    assert got.failure.kind == "timeout" and got.failure.transient and 1.9 < took < 30.0, took
     assert "within the 2 s deadline" in got.failure.message
     assert _calls(tmp_path) == ["timeout"]
     deadline = time.monotonic() + 5
@@ -110,7 +110,7 @@ def test_a_retry_after_longer_than_the_cap_is_waited_only_up_to_the_cap(endpoint
     server, settings = endpoint([{"status": 429, "headers": {"Retry-After": "20"}}, ANSWER], retry_after_cap_s=0.5)
     started = time.monotonic()
     got = _ask(settings, tmp_path)
-    assert got.value is not None and 0.5 <= time.monotonic() - started < 5
+    assert got.value is not None and 0.5 <= time.monotonic() - started < 15  # not the 20 s asked for
     assert _calls(tmp_path) == ["rate_limit", "ok"]
 
 

@@ -176,10 +176,10 @@ def test_a_huge_shape_list_is_refused_fast_before_parsing(tmp_path, monkeypatch)
     text = (root / "problem.yaml").read_text().replace("tests:\n", "tests:\n" + shapes, 1)
     (root / "problem.yaml").write_text(text)
     monkeypatch.setenv("KSCI_KERNELS_DIR", str(tmp_path))
-    started = time.perf_counter()
+    started = time.thread_time()  # CPU time: a busy machine stretches the wall clock, not this
     with pytest.raises(ProblemError, match=r"KiB; a problem.yaml may have at most 512 KiB"):
         load_problem("toy")
-    assert time.perf_counter() - started < 1.0
+    assert time.thread_time() - started < 1.0
 
 
 def test_a_shape_list_at_the_limit_loads_quickly_and_one_more_is_refused(tmp_path, monkeypatch):
@@ -187,9 +187,9 @@ def test_a_shape_list_at_the_limit_loads_quickly_and_one_more_is_refused(tmp_pat
     _problem_folder(tmp_path, "many", edit=_set("tests", shapes))
     _problem_folder(tmp_path, "toomany", edit=_set("tests", [*shapes, shapes[0]]))
     monkeypatch.setenv("KSCI_KERNELS_DIR", str(tmp_path))
-    started = time.perf_counter()
+    started = time.thread_time()
     assert len(load_problem("many").tests) == MAX_SHAPES
-    assert time.perf_counter() - started < 5.0  # about 0.1 s on an idle machine; 2 busy cores are slower
+    assert time.thread_time() - started < 5.0  # CPU seconds; about 0.1 s on an idle machine
     with pytest.raises(ProblemError, match=rf"tests: list should have at most {MAX_SHAPES} items"):
         load_problem("toomany")
 

@@ -209,7 +209,9 @@ def test_switching_family_samples_the_other_template(tmp_path: Path, monkeypatch
     assert all(p.template == "naive" and p.parent_id == naive.candidate_id for p in switched)
     assert all(p.reference_id == mma.candidate_id and "switch from mma" in p.hypothesis for p in switched)
     assert len(rest) == 3 and all(p.template == "mma" for p in rest)  # naive is spent: back to mma
-    assert "exhausted for naive 3 points; proposing from mma" in space_note(problem, "cuda", frame, proposals)
+    assert space_note(problem, "cuda", frame, proposals).startswith(
+        "all 3 points of naive tried, so the next candidates come from mma (to try more, add values"
+    )
 
 
 def test_exhausted_space_returns_fewer(tmp_path: Path) -> None:
@@ -330,7 +332,9 @@ def test_no_point_violates_a_constraint_or_repeats_until_the_space_is_spent(
     note = space_note(problem, "cuda", store.read("sim"), [])
     assert (
         note
-        == f"every cuda template's feasible space is exhausted (tiled {len(feasible)} points): nothing left to propose"
+        == f"every point the cuda templates allow has been tried (all {len(feasible)} points of tiled): nothing is left "
+        "to propose; to try more, add values to a template's params in problem.yaml or loosen its constraints, or let "
+        "the LLM write kernels (--proposer llm)"
     )
 
 

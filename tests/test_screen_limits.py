@@ -1,8 +1,9 @@
 """The static screen on hostile input (issue 26, "Slow input"): a source over the size limit is refused at once,
 naming the limit, and every rule is linear, so the shapes that made the old expressions backtrack (80 KB of
-`int x = 1` lines took 24 s; blanks after `asm` never ended) are screened in a second or two at the limit. Times
-are asserted loosely (10 s), so that these are not timing tests; the linear scans are also checked against the
-expressions they replace, on random sources small enough for those expressions."""
+`int x = 1` lines took 24 s; blanks after `asm` never ended) are screened in a few seconds at the limit. What is bounded
+is the CPU time of the screening thread, loosely (60 s; the old expressions needed hours at the limit), not the
+wall clock, which a busy machine stretches (21 s on two cores kept busy by another job); the linear scans are also
+checked against the expressions they replace, on random sources small enough for those expressions."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from ksci.evaluate.screen_load_time import _classes_with_constructors, closing_b
 from ksci.evaluate.screen_text import strip_comments_and_literals, tokens
 from ksci.problem.spec import load_problem
 
-LOOSE_SECONDS = 10.0
+LOOSE_CPU_SECONDS = 60.0
 
 # Each repeated up to the limit, with whether the screen lets it through (it decides as it did on small ones).
 SHAPES = {
@@ -54,9 +55,10 @@ def _filled(unit: str, size: int) -> str:
 
 
 def _timed(source: str):
-    started = time.perf_counter()
+    """The screen's result and the CPU seconds this thread spent on it (other processes do not count)."""
+    started = time.thread_time()
     result = screen_source(source)
-    return result, time.perf_counter() - started
+    return result, time.thread_time() - started
 
 
 @pytest.mark.slow
@@ -66,14 +68,14 @@ def test_pathological_shapes_at_the_limit_are_screened_quickly(unit, passes):
     assert len(source.encode()) <= MAX_SOURCE_BYTES
     result, seconds = _timed(source)
     assert "limit" not in result.reason and result.ok == passes, result.message
-    assert seconds < LOOSE_SECONDS, f"{seconds:.1f} s"
+    assert seconds < LOOSE_CPU_SECONDS, f"{seconds:.1f} CPU s"
 
 
 def test_two_megabytes_of_declarations_are_refused_by_the_size_limit_at_once():
     result, seconds = _timed("int x = 1;\n" * (2 * 1024 * 1024 // 11))
     assert not result.ok and "1 MiB" in result.reason and "1,048,576 bytes" in result.reason
     assert result.message.startswith("rejected by the static screen: the source is 2,097,")
-    assert seconds < LOOSE_SECONDS, f"{seconds:.1f} s"
+    assert seconds < LOOSE_CPU_SECONDS, f"{seconds:.1f} CPU s"
 
 
 HONEST = 'extern "C" int f(float* c, int n, void* stream) {\n    return 0;\n}\n'

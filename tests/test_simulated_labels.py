@@ -22,6 +22,7 @@ from ksci.lineage.store import LineageStore
 from ksci.report.html import build_report
 from ksci.report.status import format_status
 from ksci.report.summary import format_evolution
+from ksci.report.wording import SIMULATED_NOTE
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "docs" / "examples" / "fp8_gemm-h200-run"  # a measured run (tests/test_report.py)
@@ -119,9 +120,32 @@ def test_a_simulated_evolution_marks_every_number_it_prints_and_reports(tmp_path
                   "--run", "sim", "--store", store)  # fmt: skip
     assert evolve.returncode == 0, evolve.stderr[-3000:]
     assert "x faster than the reference" in evolve.stdout and unmarked(evolve.stdout) == [], evolve.stdout
+    assert evolve.stdout.splitlines()[-4:] == _next_steps("sim", store)
+    log = (tmp_path / "store" / "sim" / "evolve.log").read_text()
+    assert "Beginning flow run" in log and "View at http" not in log  # no link to a server that is gone
     status = ksci("status", "--run", "sim", "--store", store)
     assert status.returncode == 0 and "simulated geomean" in status.stdout
     assert unmarked(status.stdout) == [], status.stdout
     report = tmp_path / "report.html"
     assert ksci("report", "--run", "sim", "--store", store, "-o", str(report)).returncode == 0
     assert unmarked_in_page(report.read_text()) == []
+
+
+def _next_steps(run: str, store: str) -> list[str]:
+    return [
+        "next steps:",
+        f"  ksci status --run {run} --store {store}    its generations and best kernels",
+        f"  ksci report --run {run} --store {store}    an HTML report of the run",
+        f"  log: {store}/{run}/evolve.log",
+    ]
+
+
+@pytest.mark.slow
+def test_a_quiet_evolution_ends_with_its_summary_and_the_next_steps(tmp_path):
+    store = str(tmp_path / "store")
+    evolve = ksci("evolve", "--problem", "fp8_gemm", "--simulate", "--generations", "1", "--children", "2",
+                  "--run", "quiet", "--store", store, "--quiet")  # fmt: skip
+    assert evolve.returncode == 0, evolve.stderr[-3000:]
+    lines = evolve.stdout.splitlines()
+    assert lines[0] == SIMULATED_NOTE and lines[-4:] == _next_steps("quiet", store), evolve.stdout
+    assert any(line.startswith("run quiet: best ") for line in lines) and evolve.stderr == ""

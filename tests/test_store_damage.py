@@ -226,5 +226,5 @@ def test_check_store_root_accepts_what_can_hold_a_store(tmp_path):
     assert check_store_root(tmp_path, write=True) is None
     assert check_store_root(tmp_path / "new" / "runs", write=True) is None  # made on the first write
     assert check_store_root(f"file://{tmp_path}", write=True) is None
-    assert check_store_root(tmp_path / "missing", write=False) is None  # `ksci runs` says "no runs in"
+    assert check_store_root(tmp_path / "missing", write=False) is None  # ksci.commands refuses a --store not there
     assert check_store_root("", write=False) == "the store's location is empty: give a folder or an fsspec URL"

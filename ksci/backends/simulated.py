@@ -2,7 +2,8 @@
 
 It replays timings recorded on a real GPU (a JSON list written by benchmarks/record_space.py, or exported from a
 lineage) for the (template, parameters) point named in a rendered kernel's provenance line. Points that were not
-recorded get a deterministic made-up time, so that search code can be exercised; every verdict it returns says
+recorded get a deterministic made-up time (a template point's from a cost model over its parameters and the shape,
+ksci/backends/cost_model.py, so that a simulated tuning run has something to learn); every verdict it returns says
 in its fingerprint and message that it was simulated. Nothing it returns is a measurement.
 A composed source (ksci.problem.compose) is timed per shape as the variant it dispatches that shape to would be alone.
 Made-up times vary from shape to shape as well as from point to point, so that per-shape tuning has something
@@ -18,7 +19,6 @@ compile screens the source as the real one does (ksci.evaluate.stages.screen_ref
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -28,6 +28,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
 
+from ksci.backends.cost_model import point_time_us, unit
 from ksci.evaluate.compile import source_hash
 from ksci.evaluate.options import EnvironmentProblem, EvaluationOptions
 from ksci.evaluate.results import CompileResult, ShapeTiming, Status, Timing, Verdict, geomean
@@ -204,6 +205,11 @@ class Simulator:
         return self._made_up(problem, alone)
 
     def _made_up(self, problem: Problem, source: str) -> dict[str, float]:
+        """A template point's times from the cost model (ksci.backends.cost_model); a hand-written source's from
+        its text alone (nothing in it to model)."""
+        point = provenance(source)
+        if point is not None:
+            return {shape_key(s): point_time_us(point[0], point[1], s) for s in problem.benchmarks}
         factor = 0.2 + _unit(source) * 3.0
         return {
             shape_key(s): factor * 100.0 * (1 + i % 3) * (0.7 + 0.6 * _unit(f"{source}\0{shape_key(s)}"))
@@ -295,9 +301,7 @@ class SimulatedRun:
         return None
 
 
-def _unit(text: str) -> float:
-    """A number in [0, 1] that depends only on the text."""
-    return int(hashlib.sha256(text.encode()).hexdigest()[:6], 16) / 0xFFFFFF
+_unit = unit
 
 
 def _shape_timing(shape: dict, median_us: float) -> ShapeTiming:
@@ -344,7 +348,9 @@ def main(argv: list[str] | None = None) -> None:
 
     from ksci.lineage.store import LineageStore
 
-    parser = argparse.ArgumentParser(description="Write a simulator recording from a lineage recorded on a GPU.")
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, description="Write a simulator recording from a lineage recorded on a GPU."
+    )
     parser.add_argument("--store", required=True)
     parser.add_argument("--run", required=True)
     parser.add_argument("-o", "--output", required=True, type=Path)

@@ -11,6 +11,7 @@ terminal (a pipe, a file, CI), one plain line per generation instead. The final 
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import threading
 import time
@@ -262,11 +263,26 @@ def display_for(header: RunHeader, quiet: bool, verbose: bool) -> PlainLines:
     return TerminalDisplay(header)
 
 
-def print_summary(summaries: list[dict], store_root: str, run: str, llm: bool) -> None:
-    """The final summary (ksci.report.summary.format_evolution) and, for an LLM run, what its calls cost."""
+def print_summary(summaries: list[dict], store_root: str, run: str, llm: bool, log_path: str = "") -> None:
+    """The final summary (ksci.report.summary.format_evolution), for an LLM run what its calls cost, and the next
+    steps (next_steps), with --quiet too."""
     print(format_evolution(summaries, store_root))
     if llm and summaries:
         from ksci.llm.ledger import LlmLedger
 
         tokens, usd = LlmLedger(store_root).spent(run)
         print(f"LLM calls of this run so far: {tokens} tokens, ${usd:.4f} (see {store_root}/{run}/llm_calls)")
+    print("\n".join(next_steps(run, store_root, log_path)))
+
+
+def next_steps(run: str, store_root: str, log_path: str) -> list[str]:
+    """What to do with a finished run: its status, its report, its log file (--store where it is not the default)."""
+    from ksci.run import DEFAULT_STORE
+
+    store = "" if store_root == DEFAULT_STORE else f" --store {shlex.quote(store_root)}"
+    lines = [
+        "next steps:",
+        f"  ksci status --run {run}{store}    its generations and best kernels",
+        f"  ksci report --run {run}{store}    an HTML report of the run",
+    ]
+    return lines + ([f"  log: {log_path}"] if log_path else [])

@@ -14,6 +14,7 @@ import pandas as pd
 
 from ksci.backends.simulated import is_simulated
 from ksci.evaluate.results import Status
+from ksci.lineage.identity import read_identity
 from ksci.lineage.parts import part_files, read_parts, to_pandas
 from ksci.lineage.store import KEY, LineageStore
 
@@ -120,3 +121,26 @@ def _against_vendor(ratio: float | None) -> str:
     if ratio is None or ratio <= 0:
         return "-"
     return f"{ratio:.2f}x faster" if ratio >= 1 else f"{1 / ratio:.2f}x slower"
+
+
+def not_a_run(store: LineageStore, run: str) -> str:
+    """Why `run` has no rows to show: started but with nothing recorded yet (started_without_rows), or unknown."""
+    known = ", ".join(store.runs()) or "none"
+    return started_without_rows(store, run) or f"no run {run!r} in {store.root} (runs there: {known})"
+
+
+def started_without_rows(store: LineageStore, run: str) -> str | None:
+    """For a run that started (its identity.json is written before the flow) and was stopped before its first
+    candidate was recorded, a line saying so and how to continue it; None for any other name."""
+    if run in store.runs():
+        return None
+    try:
+        identity = read_identity(store, run)
+    except ValueError:
+        return None
+    if identity is None:
+        return None
+    return (
+        f"run {run} ({identity.summary()}): no candidate recorded yet, it was stopped before its first one; "
+        f"continue it with ksci evolve --run {run}"
+    )

@@ -47,7 +47,7 @@ def run(request: dict, out_dir: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__)
     parser.add_argument("request")
     args = parser.parse_args(argv)
     path = Path(args.request)

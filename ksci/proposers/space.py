@@ -70,11 +70,15 @@ def space_note(problem: Problem, dialect: str, population: pd.DataFrame, proposa
     spent = [n for n in templates if n not in batch.open_templates()]
     if not spent:
         return ""
-    sizes = ", ".join(f"{n} {batch.size[n]}" for n in spent)
+    tried = " and ".join(f"all {batch.size[n]} points of {n}" for n in spent)
+    widen = "to try more, add values to a template's params in problem.yaml or loosen its constraints"
     if len(spent) == len(templates):
-        return f"every {dialect} template's feasible space is exhausted ({sizes} points): nothing left to propose"
+        return (
+            f"every point the {dialect} templates allow has been tried ({tried}): nothing is left to propose; "
+            f"{widen}, or let the LLM write kernels (--proposer llm)"
+        )
     rest = ", ".join(n for n in templates if n not in spent)
-    return f"feasible space exhausted for {sizes} points; proposing from {rest}"
+    return f"{tried} tried, so the next candidates come from {rest} ({widen})"
 
 
 class Batch:

@@ -36,7 +36,7 @@ def format_status(frame: pd.DataFrame, run: str) -> str:
         f"{frame['created_at'].min():%Y-%m-%d %H:%M} to {frame['created_at'].max():%H:%M} UTC",
         f"{'gen':>4s} {'cands':>5s} "
         + " ".join(f"{s:>{max(len(s), 3)}s}" for s in statuses)
-        + f" {'gen best us':>{width}s} {'best so far us':>{width}s}  best so far",
+        + f" {'gen best us':>{width}s} {'best so far us':>{width}s}  best so far: candidate id",
     ]
     for _, g in summary.iterrows():
         counts = " ".join(f"{_count(g.get(s)):>{max(len(s), 3)}d}" for s in statuses)

@@ -82,15 +82,16 @@ def _num(x: float | None) -> str:
 
 
 def format_evolution(summaries: list[dict], store_root: str) -> str:
-    """The end-of-run table: per generation, what ran and what was reused; then the best kernel. In a simulated
+    """The end-of-run table: per generation, what ran, its own best and the run's best so far, and what was
+    compiled and timed anew or taken from the cache; then the best kernel. In a simulated
     run a first line says what its numbers are, the table's times carry "(sim)" and the best's line starts with
     "simulated"."""
     sim = any_simulated(r for s in summaries for r in s["rows"])
-    width = 13 if sim else 9  # room for "1000.00 (sim)"
+    width = 14  # room for "best so far us" and "1000.00 (sim)"
     lines = [SIMULATED_NOTE] if sim else []
     lines.append(
-        f"{'gen':>4s} {'cands':>5s} {'ok':>3s} {'best us':>{width}s} {'compiled':>8s} {'cached':>6s} "
-        f"{'timed':>5s} {'cached':>6s}"
+        f"{'gen':>4s} {'cands':>5s} {'ok':>3s} {'gen best us':>{width}s} {'best so far us':>{width}s} "
+        f"{'compiles new/cached':>19s} {'timings new/cached':>18s}"
     )
     best = None
     for s in summaries:
@@ -98,11 +99,14 @@ def format_evolution(summaries: list[dict], store_root: str) -> str:
         gen_best = min(ok, key=lambda r: r["geomean_us"]) if ok else None
         if gen_best and (best is None or gen_best["geomean_us"] < best["geomean_us"]):
             best = gen_best
-        shown = _num(gen_best and gen_best["geomean_us"])
-        shown += " (sim)" if sim and gen_best else ""
+        mark = " (sim)" if sim else ""
+        shown = _num(gen_best and gen_best["geomean_us"]) + (mark if gen_best else "")
+        so_far = _num(best and best["geomean_us"]) + (mark if best else "")
+        compiles = f"{s['compiled']}/{s['compile_cache_hits']}"
+        timings = f"{s['benchmarked']}/{s['benchmark_cache_hits']}"
         lines.append(
-            f"{s['generation']:>4d} {s['candidates']:>5d} {len(ok):>3d} {shown:>{width}s} "
-            f"{s['compiled']:>8d} {s['compile_cache_hits']:>6d} {s['benchmarked']:>5d} {s['benchmark_cache_hits']:>6d}"
+            f"{s['generation']:>4d} {s['candidates']:>5d} {len(ok):>3d} {shown:>{width}s} {so_far:>{width}s} "
+            f"{compiles:>19s} {timings:>18s}"
         )
     # What a generation could not do (a spent budget, plans lost to an endpoint that did not answer).
     lines += [f"  generation {s['generation']}: {s['note']}" for s in summaries if s.get("note")]

@@ -384,7 +384,7 @@ def await_clear() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__)
     parser.add_argument("request")
     parser.add_argument("--report-fd", type=int, required=True)
     args = parser.parse_args(argv)
