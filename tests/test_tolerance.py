@@ -116,22 +116,23 @@ def test_a_13_bit_truncating_accumulator_passes_every_profile_with_half_the_acc_
 
 
 def test_a_running_sum_kept_in_bf16_misses_on_spec_inputs():
-    """Issue 52: a kernel that rounds its running sum to bf16 after every 128-wide K block passed all but 17 of
-    98,304 elements under the target's bound; the `spec` profile's bound (4e-3 x rms, no acc_rtol) fails it widely,
-    while the 13-bit truncating accumulator above passes it."""
+    """Issue 52: a kernel that rounds its running sum to bf16 after every 128-wide K block passed all but 11 of
+    98,304 elements of 64x1536x7168 under the target's bound; the `spec` profile's bound (4e-3 x rms, acc_rtol kept)
+    fails it on several times as many, while the 13-bit truncating accumulator above passes it."""
     problem = load_problem("fp8_gemm")
     ref, tol = problem.reference_module(), problem.tolerance("cuda", "spec")
-    t = ref.generate_input({"m": 64, "n": 512, "k": 2048}, 5, "cuda", "cpu")
+    m, n, k = 64, 1536, 7168
+    t = ref.generate_input({"m": m, "n": n, "k": k}, 5, "cuda", "cpu")
     a32, b32 = ref._dequantised(t)
-    acc = torch.zeros(64, 512)
-    for kb in range(2048 // 128):
+    acc = torch.zeros(m, n)
+    for kb in range(k // 128):
         block = slice(kb * 128, kb * 128 + 128)
         acc = (acc + a32[:, block] @ b32[:, block].T).to(torch.bfloat16).float()
     expected, magnitude = ref.reference(t)["c"], ref.magnitude(t)["c"]
     result = compare(acc.to(torch.bfloat16), expected, tol.rtol, tol.atol, tol.atol_rms, tol.acc_rtol, magnitude)
-    assert not result["ok"] and result["mismatches"] > 50
+    assert not result["ok"] and result["mismatches"] > 30
     loose = problem.tolerance("cuda")
-    assert compare(acc.to(torch.bfloat16), expected, *_terms(loose), magnitude)["mismatches"] < 5
+    assert compare(acc.to(torch.bfloat16), expected, *_terms(loose), magnitude)["mismatches"] < 20
 
 
 def _terms(tol) -> tuple:
