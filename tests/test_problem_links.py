@@ -102,3 +102,17 @@ def test_links_between_problems_beside_each_other_still_load():
     for name in ("fp8_gemm", "fp8_gemm_kmajor"):
         problem = load_problem(name)
         assert PASSWD_LINE not in render_kernel(problem.templates_for("cuda")[-1])
+
+
+def test_a_gpu_mode_task_whose_file_links_outside_it_is_not_imported(tmp_path):
+    """The importer copies a task's submission.py and task.py verbatim into imported/, which the writer reads."""
+    from ksci.importers.common import ImportFailure
+    from ksci.importers.gpumode import import_gpumode
+
+    task = tmp_path / "task"
+    shutil.copytree(ROOT / "tests" / "data" / "gpumode" / "fp8_mm", task)
+    (task / "submission.py").unlink()
+    (task / "submission.py").symlink_to("/etc/passwd")
+    failed = import_gpumode(task, dest=tmp_path / "dest")
+    assert isinstance(failed, ImportFailure) and "submission.py is a link that leads outside" in str(failed)
+    assert not (tmp_path / "dest").exists() or not any((tmp_path / "dest").iterdir())
