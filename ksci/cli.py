@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import errno
 import os
 import signal
 import sys
@@ -32,6 +31,7 @@ from ksci.commands import (
     add_run_and_porting_commands,
     problem_and_target,
 )
+from ksci.errors import os_error_line
 from ksci.evaluate.options import EnvironmentProblem
 from ksci.evaluate.toolchain import ToolchainMissing
 from ksci.evaluate.visibility import gpu_visible, visible_gpus
@@ -213,7 +213,7 @@ def cmd_evolve(args) -> int:
             raise  # main() says these in one line, with their own exit codes
         except OSError as exc:  # writing the store (a full disk): one line naming the path and the error
             display.close()
-            print(f"ksci: evolution {spec.run} stopped: {_os_error(exc)}; every candidate recorded so far is kept: "
+            print(f"ksci: evolution {spec.run} stopped: {os_error_line(exc)}; every candidate recorded so far is kept: "
                   f"rerun with --run {spec.run} to continue (log: {log_path})", file=sys.stderr)  # fmt: skip
             return EXIT_FAILED
         except Exception as exc:  # a generation failed; Prefect has logged its traceback, so one line is enough here
@@ -324,15 +324,9 @@ def _claim_run(args, proposer: str) -> None:
         raise UsageError(str(exc)) from None
     if refusal:
         raise UsageError(refusal)
-    _warn_damaged(LineageStore(spec.store_root), spec.run)
-
-
-def _warn_damaged(store, run: str) -> None:
-    """A continued run's damaged parts, each named in a warning on stderr as `ksci status` names them (their rows
-    are not seen, so their candidates are evaluated and recorded again)."""
-    if run in store.runs():
-        for warning in store.read_lineage(run).warnings():
-            print(f"ksci: warning: {warning}", file=sys.stderr)
+    store = LineageStore(spec.store_root)  # a continued run's damaged parts, named as `ksci status` names them
+    for warning in store.read_lineage(spec.run).warnings() if spec.run in store.runs() else []:
+        print(f"ksci: warning: {warning}", file=sys.stderr)
 
 
 def _run_spec(args, proposer: str) -> RunSpec:
@@ -357,14 +351,6 @@ def _run_spec(args, proposer: str) -> RunSpec:
         race=args.race,
         limits=RunLimits(args.max_candidates, None if args.time_limit is None else 60.0 * args.time_limit),
     )
-
-
-def _os_error(exc: OSError) -> str:
-    """`PATH: No space left on device (ENOSPC)`, on one line."""
-    name = errno.errorcode.get(exc.errno or 0, "")
-    what = exc.strerror or " ".join(str(exc).split()) or type(exc).__name__
-    where = f"{exc.filename}: " if exc.filename else ""
-    return f"{where}{what}" + (f" ({name})" if name else "")
 
 
 def _stopped_because(exc: Exception) -> str:
