@@ -157,7 +157,8 @@ def _outcomes(chains: list[CandidateChain]) -> tuple[list[dict], dict]:
     counts = {"compiled": 0, "compile_cache_hits": 0, "benchmarked": 0, "benchmark_cache_hits": 0}
     for chain in chains:
         if not chain.recorded.state.is_completed():
-            failed.append(next(f for f in chain if f.state.is_failed()))
+            # the stage that failed (storing the source, on a full disk, fails the record after it unrun)
+            failed.append(next((f for f in chain if f is not None and f.state.is_failed()), chain.recorded))
             continue
         rows.append(chain.recorded.result())
         cached = chain.compiled.state.name == "Cached"

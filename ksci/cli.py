@@ -32,6 +32,7 @@ from ksci.commands import (
     add_run_and_porting_commands,
     problem_and_target,
 )
+from ksci.errors import os_error_line
 from ksci.evaluate.options import EnvironmentProblem
 from ksci.evaluate.toolchain import ToolchainMissing
 from ksci.evaluate.visibility import gpu_visible, visible_gpus
@@ -212,6 +213,11 @@ def cmd_evolve(args) -> int:
             return getattr(exc, "exit_code", 128 + getattr(exc, "signal", signal.SIGINT))
         except (UsageError, ProblemError, ToolchainMissing, EnvironmentProblem):
             raise  # main() says these in one line, with their own exit codes
+        except OSError as exc:  # writing the store (a full disk): one line naming the path and the error
+            display.close()
+            print(f"ksci: evolution {spec.run} stopped: {os_error_line(exc)}; every candidate recorded so far is kept: "
+                  f"rerun with --run {spec.run} to continue (log: {log_path})", file=sys.stderr)  # fmt: skip
+            return EXIT_FAILED
         except Exception as exc:  # a generation failed; Prefect has logged its traceback, so one line is enough here
             display.close()
             print(f"ksci: evolution {spec.run} stopped: {_stopped_because(exc)} (log: {log_path})", file=sys.stderr)
@@ -322,6 +328,9 @@ def _claim_run(args, proposer: str) -> None:
         raise UsageError(str(exc)) from None
     if refusal:
         raise UsageError(refusal)
+    store = LineageStore(spec.store_root)  # a continued run's damaged parts, named as `ksci status` names them
+    for warning in store.read_lineage(spec.run).warnings() if spec.run in store.runs() else []:
+        print(f"ksci: warning: {warning}", file=sys.stderr)
 
 
 def _run_spec(args, proposer: str) -> RunSpec:

@@ -388,12 +388,23 @@ def _check_output(path: Path | None) -> None:
 
 
 def _read_source(path: Path) -> str:
-    if not path.is_file():
+    """The kernel source at `path`; anything but a readable regular text file is one line (rc 2)."""
+    if not path.exists():
         raise UsageError(f"no such file: {path}")
+    if not path.is_file():  # a FIFO would block the read, a device never end
+        raise UsageError(f"{path} is not a regular file ({_file_kind(path)}): give a kernel source file")
     try:
         return path.read_text()
     except UnicodeDecodeError as exc:
         raise UsageError(f"{path} is not a text file") from exc
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _file_kind(path: Path) -> str:
+    checks = (("a folder", path.is_dir), ("a FIFO", path.is_fifo), ("a socket", path.is_socket))
+    checks += (("a character device", path.is_char_device), ("a block device", path.is_block_device))
+    return next((kind for kind, check in checks if check()), "another kind of file")
 
 
 def _parse_value(text: str):

@@ -8,6 +8,7 @@ or does not cache it (any failed call), and the caller turns the exception back 
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
 
 BUDGET = "budget"  # the run's token or money budget is spent: no further calls
@@ -25,3 +26,11 @@ class Failure:
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.message}"
+
+
+def os_error_line(exc: OSError) -> str:
+    """An OSError on one line, naming its file: `PATH: No space left on device (ENOSPC)`."""
+    name = errno.errorcode.get(exc.errno or 0, "")
+    what = exc.strerror or " ".join(str(exc).split()) or type(exc).__name__
+    where = f"{exc.filename}: " if exc.filename else ""
+    return f"{where}{what}" + (f" ({name})" if name else "")

@@ -171,6 +171,7 @@ class CandidateChain(NamedTuple):
 
     compiled: PrefectFuture
     evaluated: PrefectFuture  # verify_and_benchmark's verdict
+    stored: PrefectFuture | None  # store_source's (None: the store held the source already)
     recorded: PrefectFuture
 
 
@@ -195,8 +196,9 @@ def submit_candidate(
     prepared = hipify.submit(setup, source)
     compiled = compile_kernel.submit(setup, prepared)
     evaluated = on_gpu.submit(setup, prepared, compiled, race, baselines)
+    stored = None
     if source_path is None:
         suffix = SUFFIX_OF_DIALECT[DIALECT_OF_TARGET[setup.target]]
-        source_path = store_source.submit(setup.store_root, prepared, suffix)
+        source_path = stored = store_source.submit(setup.store_root, prepared, suffix)
     recorded = record_candidate.submit(setup.store_root, meta, prepared, source_path, evaluated)
-    return CandidateChain(compiled, evaluated, recorded)
+    return CandidateChain(compiled, evaluated, stored, recorded)

@@ -53,6 +53,8 @@ def classify(problem: Problem, outcome: ChildOutcome, verdict: Verdict, expect: 
         verdict.fingerprint["held_out_skipped"] = [{k: v for k, v in m.items() if k != "event"} for m in skipped]
     verdict.harness_log = outcome.output
     result = outcome.last("result")
+    if outcome.over_limit:  # what it printed or reported went past ksci.evaluate.bounds: nothing of it is trusted
+        return _fail(verdict, Status.RUNTIME_ERROR, outcome.over_limit)
     if outcome.timed_out:
         return _fail(verdict, Status.TIMEOUT, f"killed after {outcome.wall_s:.0f} s (hard timeout)")
     if outcome.lingered:  # a harness leaves at once after its result; something else went on running in it

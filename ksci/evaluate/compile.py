@@ -27,6 +27,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from ksci.evaluate.bounds import compile_overflow, limit, with_file_size_limit
 from ksci.evaluate.isolate import run_in_group
 from ksci.evaluate.results import CompileResult, KernelResources
 from ksci.evaluate.sandbox import sandboxed
@@ -91,8 +92,11 @@ def compile_source(
     cacheable = not (result.ok and toolchain.target == "cuda") or _edit_sass(result, source, work, toolchain, timeout_s)
     result.source_hash = source_hash(source)
     result.log = _COMPILED_SOURCE.sub(_bare_name, result.log)  # stored without the work folder, which is renamed below
-    if not cacheable:  # the host lacks a tool: nothing is cached, so that a build after its install can succeed
-        shutil.rmtree(work, ignore_errors=True)
+    overflow = compile_overflow(work, result.log)  # ksci.evaluate.bounds
+    if overflow:  # not cached either: nothing oversized stays, and a raised limit builds it again
+        result.ok, result.log = False, f"error: {overflow}\n{result.log}"  # the first error line: the verdict's
+    if overflow or not cacheable:  # the host lacks a tool: nothing is cached, so that a build after its install can
+        shutil.rmtree(work, ignore_errors=True)  # succeed
         return name_source(result, source_name)
     (work / "result.json").write_text(json.dumps(asdict(result), indent=1))
     try:
@@ -126,8 +130,9 @@ def _run_compiler(command: list[str], toolchain: Toolchain, arch: str, work: Pat
     try:
         # In a process group of its own (isolate.run_in_group): a terminal's Ctrl-C does not kill it into a cached
         # compile_error, and a stopping run raises StoppedByUser instead of recording a failure.
+        confined = sandboxed(command, work, toolchain)  # ksci.evaluate.sandbox: the source reaches no host file
         proc = run_in_group(
-            sandboxed(command, work, toolchain),  # ksci.evaluate.sandbox: the source reaches no host file
+            with_file_size_limit(confined, limit("KSCI_MAX_COMPILE_BYTES")),  # no file past it (bounds.py)
             timeout_s,
             cwd=work,
             env=toolchain.environment(),

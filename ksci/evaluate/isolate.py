@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ksci.evaluate.bounds import harness_overflow, limit, with_file_size_limit
 from ksci.evaluate.report_pipe import read_reports
 
 if TYPE_CHECKING:
@@ -83,6 +84,7 @@ class ChildOutcome:
     first_s: dict[str, float] = field(default_factory=dict)  # event -> seconds from the go-ahead to its first message
     handed_over_s: float | None = None  # seconds from the go-ahead to when its GPU was handed over (its result)
     lingered: bool = False  # still running EXIT_GRACE_S after its result, so killed
+    over_limit: str = ""  # its stdout and stderr or its report pipe went past their bound (ksci.evaluate.bounds)
 
     def last(self, event: str) -> dict | None:
         return next((m for m in reversed(self.messages) if m["event"] == event), None)
@@ -105,9 +107,10 @@ class Child:
         self.outcome = ChildOutcome()
         self._arrived: dict[str, float] = {}  # event -> monotonic time of its first message
         self._output = tempfile.TemporaryFile(mode="w+b")
+        self._limit = limit("KSCI_MAX_HARNESS_OUTPUT_BYTES")  # its stdout and stderr file, its report pipe
         try:
             self._proc = subprocess.Popen(
-                [*argv, "--report-fd", str(write_fd)],
+                with_file_size_limit([*argv, "--report-fd", str(write_fd)], self._limit),
                 pass_fds=(write_fd,),
                 stdin=subprocess.PIPE,
                 stdout=self._output,
@@ -169,6 +172,8 @@ class Child:
         # A message that came before the go-ahead (a child that did not wait for it) counts as coming at it.
         outcome.first_s = {event: max(0.0, at - start) for event, at in list(self._arrived.items())}
         self._output.seek(0, os.SEEK_END)
+        if self._output.tell() >= self._limit:  # RLIMIT_FSIZE stopped its writes there
+            outcome.over_limit = harness_overflow()
         self._output.seek(max(0, self._output.tell() - OUTPUT_TAIL_CHARS))
         outcome.output = self._output.read().decode(errors="replace")
         return outcome
@@ -208,7 +213,7 @@ class Child:
 
     def _read(self, fd: int) -> None:
         try:
-            read_reports(fd, self.outcome, self._arrived, on_result=self._settled.set)
+            read_reports(fd, self.outcome, self._arrived, on_result=self._settled.set, limit_bytes=self._limit)
         finally:
             self._settled.set()
 

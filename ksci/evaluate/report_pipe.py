@@ -24,17 +24,26 @@ import select
 import time
 from collections.abc import Callable
 
+from ksci.evaluate.bounds import harness_overflow
+
 POLL_S = 0.005  # longest wait for the pipe without looking at the clock
 READ_BYTES = 1 << 20  # more than a pipe holds (64 KiB by default, 1 MiB at most without privileges)
 
 
-def read_reports(fd: int, outcome, arrived: dict[str, float], on_result: Callable[[], None] | None = None) -> None:
+def read_reports(
+    fd: int,
+    outcome,
+    arrived: dict[str, float],
+    on_result: Callable[[], None] | None = None,
+    limit_bytes: int | None = None,
+) -> None:
     """Append each JSON-object line of `fd` to outcome.messages, with its arrival and sent_after times, until EOF.
 
     `arrived`: event -> the arrival of its first message. A line that is not a JSON object with an "event" counts
-    in outcome.bad_messages. `on_result` is called after a "result" message was taken.
+    in outcome.bad_messages. `on_result` is called after a "result" message was taken. Past `limit_bytes` read,
+    outcome.over_limit says so and the pipe is closed (the child's next write fails).
     """
-    pending = b""
+    pending, total = b"", 0
     empty_at = time.monotonic()
     with os.fdopen(fd, "rb", buffering=0) as stream:
         while True:
@@ -47,6 +56,10 @@ def read_reports(fd: int, outcome, arrived: dict[str, float], on_result: Callabl
             now = time.monotonic()
             if not chunk:
                 break
+            total += len(chunk)
+            if limit_bytes is not None and total > limit_bytes:
+                outcome.over_limit = harness_overflow()
+                return
             lines = (pending + chunk).split(b"\n")
             pending = lines.pop()
             for line in lines:

@@ -96,6 +96,9 @@ def _read(task_dir: Path) -> tuple[dict, str]:
     for needed in ("task.yml", "reference.py"):
         if not (task_dir / needed).is_file():
             raise Unmappable("not a gpu-mode task", f"{task_dir} has no {needed}")
+    for name in ("task.yml", "reference.py", "task.py", *TEMPLATE_FILES):  # what is copied into the problem folder
+        if (task_dir / name).exists() and not (task_dir / name).resolve().is_relative_to(task_dir.resolve()):
+            raise Unmappable("link outside the task", f"{task_dir / name} is a link that leads outside {task_dir}")
     try:
         task = yaml.safe_load((task_dir / "task.yml").read_text())
     except yaml.YAMLError as exc:

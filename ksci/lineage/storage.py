@@ -79,6 +79,10 @@ class Storage:
                 _fsync_dir(folder)
             else:
                 self.fs.mv(temp, path)
+        except OSError as exc:  # a write's ENOSPC names no file: the one being published is named for the user
+            if exc.filename is None:
+                raise OSError(exc.errno, exc.strerror or " ".join(str(exc).split()), path) from exc
+            raise
         finally:
             if self.fs.exists(temp):
                 self.fs.rm(temp)

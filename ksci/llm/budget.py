@@ -56,7 +56,7 @@ class Reservations:
         with self._lock:
             tokens, usd = spent()
             held = self._held.setdefault(key, [])
-            why = budget.exceeded(tokens + sum(n.tokens for n in held), usd + sum(n.usd for n in held))
+            why = budget.exceeded(tokens, usd, sum(n.tokens for n in held), sum(n.usd for n in held))
             if why is None:
                 held.append(need)
         if why is not None:

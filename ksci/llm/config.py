@@ -82,12 +82,19 @@ class Budget:
     tokens: int | None = None
     usd: float | None = None
 
-    def exceeded(self, tokens: int, usd: float) -> str | None:
-        """Why the budget is spent, or None while there is some left."""
-        if self.tokens is not None and tokens >= self.tokens:
-            return f"token budget spent: {tokens} of {self.tokens} tokens"
-        if self.usd is not None and usd >= self.usd:
-            return f"money budget spent: ${usd:.4f} of ${self.usd:.4f}"
+    def exceeded(self, tokens: int, usd: float, reserved_tokens: int = 0, reserved_usd: float = 0.0) -> str | None:
+        """Why the budget is spent, or None while there is some left; `reserved_*`: what calls in flight may still
+        spend (ksci.llm.budget), counted against the budget and named apart from what was spent."""
+        if self.tokens is not None and tokens + reserved_tokens >= self.tokens:
+            if not reserved_tokens:
+                return f"token budget spent: {tokens} of {self.tokens} tokens"
+            return (f"token budget spent or reserved: {tokens} tokens spent and {reserved_tokens} reserved by calls "
+                    f"in flight, of {self.tokens}")  # fmt: skip
+        if self.usd is not None and usd + reserved_usd >= self.usd:
+            if not reserved_usd:
+                return f"money budget spent: ${usd:.4f} of ${self.usd:.4f}"
+            return (f"money budget spent or reserved: ${usd:.4f} spent and ${reserved_usd:.4f} reserved by calls in "
+                    f"flight, of ${self.usd:.4f}")  # fmt: skip
         return None
 
 

@@ -23,7 +23,7 @@ class Knowledge:
 
 def load_knowledge(problem: Problem, target: str, folder: Path = KNOWLEDGE_DIR) -> Knowledge:
     target_file = folder / "targets" / TARGET_NOTES[target]
-    problem_file = problem.root / "knowledge.md"
+    problem_file = problem.file("knowledge.md")  # refused when it links outside the problem folder
     return Knowledge(
         target_notes=target_file.read_text().strip() if target_file.is_file() else "",
         problem_notes=problem_file.read_text().strip() if problem_file.is_file() else "",

@@ -2,9 +2,29 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import jinja2
 
+from ksci.problem.files import leads_outside
 from ksci.problem.spec import ProblemError, TemplateSpec
+
+
+class ProblemLoader(jinja2.FileSystemLoader):
+    """A FileSystemLoader of one template folder that refuses a file (the template, or anything it includes,
+    imports or extends) whose real path leads outside the problem folder `root`: a ProblemError of one line."""
+
+    def __init__(self, folder: Path, root: Path, where: str) -> None:
+        super().__init__(folder)
+        self.root, self.where = root, where
+
+    def get_source(self, environment: jinja2.Environment, template: str):
+        for folder in self.searchpath:
+            path = Path(folder, *jinja2.loaders.split_template_path(template))
+            if os.path.lexists(path) and leads_outside(self.root, path):
+                raise ProblemError(f"{self.where}: {template} is a link that leads outside the problem folder")
+        return super().get_source(environment, template)
 
 
 def check_params(template: TemplateSpec, params: dict) -> dict:
@@ -42,8 +62,10 @@ def check_template(template: TemplateSpec) -> None:
 
 
 def _jinja_template(template: TemplateSpec) -> jinja2.Template:
+    root = template.root or template.path.parent
+    where = f"{template.dialect} template {template.name!r}"
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(template.path.parent),
+        loader=ProblemLoader(template.path.parent, root, where),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )

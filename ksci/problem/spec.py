@@ -14,6 +14,7 @@ import yaml
 
 from ksci import PROJECT_ROOT
 from ksci.problem.constraints import Constraint, ConstraintError, parse_constraint
+from ksci.problem.files import leads_outside, outside_link
 from ksci.problem.schema import MAX_SHAPES, MAX_SPEC_BYTES, check_spec
 
 TARGETS = ("cuda", "rocm")
@@ -33,6 +34,7 @@ class TemplateSpec:
     params: dict[str, list]
     default: dict[str, object]
     constraints: tuple[Constraint, ...] = ()  # declared in problem.yaml; the template's static_asserts agree
+    root: Path | None = None  # the problem folder: what the template includes or imports must resolve inside it
 
     def violations(self, params: dict) -> list[str]:
         """The declared constraints that the (complete) point violates, as written in problem.yaml."""
@@ -90,9 +92,16 @@ class Problem:
         known = ", ".join(t.name for t in self.templates_for(dialect)) or "none"
         raise ProblemError(f"problem {self.name!r} has no {dialect} template {name!r} (known: {known})")
 
+    def file(self, relative: str) -> Path:
+        """root/relative, refused (ProblemError) when its real path leads outside the problem folder."""
+        path = self.root / relative
+        if leads_outside(self.root, path):
+            raise ProblemError(f"problem {self.name!r}: {relative} is a link that leads outside the problem folder")
+        return path
+
     def reference_module(self) -> ModuleType:
         """Import reference.py (needs torch)."""
-        path = self.root / "reference.py"
+        path = self.file("reference.py")
         spec = importlib.util.spec_from_file_location(f"ksci_problem_{self.name}", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
@@ -100,9 +109,9 @@ class Problem:
 
     def reference_text(self) -> str:
         """reference.py, and for an imported problem the Python sources it adapts (imported/): what the LLM reads."""
-        text = (self.root / "reference.py").read_text()
+        text = self.file("reference.py").read_text()
         for path in sorted((self.root / "imported").glob("*.py")):
-            text += f"\n\n# ---- imported/{path.name} ----\n{path.read_text()}"
+            text += f"\n\n# ---- imported/{path.name} ----\n{self.file(f'imported/{path.name}').read_text()}"
         return text
 
     def benchmark_flops(self) -> list[float | None]:
@@ -122,8 +131,9 @@ class Problem:
 
     def solutions(self, kind: str) -> list[Path]:
         """Known-good (`correct`), known-bad (`wrong`) or cheating (`adversarial`) kernels shipped with the problem."""
-        folder = self.root / "solutions" / kind
-        return sorted(p for p in folder.glob("*") if p.suffix in (".cu", ".hip"))
+        folder = self.file(f"solutions/{kind}")
+        found = sorted(p for p in folder.glob("*") if p.suffix in (".cu", ".hip"))
+        return [self.file(f"solutions/{kind}/{p.name}") for p in found]
 
 
 def kernels_dir() -> Path:
@@ -175,6 +185,9 @@ def load_problem(name: str) -> Problem:
     if root is None:
         known = ", ".join(list_problems()) or "none"
         raise ProblemError(f"unknown problem {name!r} (known: {known})")
+    reason = outside_link(root)  # before problem.yaml is read: it may be such a link itself
+    if reason:
+        raise ProblemError(f"problem {name!r}: {reason}")
     return _problem_from_spec(read_spec(root / "problem.yaml"), root)
 
 
@@ -266,7 +279,8 @@ def _template_from_spec(item: dict, dialect: str, root: Path) -> TemplateSpec:
             constraints.append(parse_constraint(text, set(params)))
         except ConstraintError as exc:
             raise ProblemError(f"{dialect} template {item['name']!r}: constraint {text!r}: {exc}") from None
-    spec = TemplateSpec(item["name"], dialect, _inside(root, item["file"]), params, default, tuple(constraints))
+    path = _inside(root, item["file"])
+    spec = TemplateSpec(item["name"], dialect, path, params, default, tuple(constraints), root)
     broken = spec.violations(default) if set(default) == set(params) else []
     if broken:
         raise ProblemError(f"{dialect} template {item['name']!r}: its default violates {', '.join(broken)}")
@@ -277,7 +291,7 @@ def _inside(root: Path, relative: str) -> Path:
     """root/relative, refused when it leads out of the problem folder, through `..` (the schema refuses those) or a
     symbolic link: a template renders into a kernel, its compile log and the LLM's prompt."""
     path = root / relative
-    if path.exists() and not path.resolve().is_relative_to(root.resolve()):
+    if leads_outside(root, path):
         raise ProblemError(f"{root / 'problem.yaml'}: template file {relative!r} leads outside the problem folder")
     return path
 
