@@ -7,6 +7,8 @@ timings must agree with the parent's clock and with the speed of light (ksci.pro
 
 from __future__ import annotations
 
+from signal import SIGSYS
+
 from ksci.evaluate.harness.plan import recheck_shapes
 from ksci.evaluate.isolate import EXIT_GRACE_S, ChildOutcome
 from ksci.evaluate.options import EnvironmentProblem, EvaluationOptions
@@ -49,6 +51,8 @@ def classify(problem: Problem, outcome: ChildOutcome, verdict: Verdict, expect: 
     verdict.checks = [_check(m) for m in outcome.events("check")]
     verdict.harness_log = outcome.output
     result = outcome.last("result")
+    if (denied := outcome.last("denied")) is not None:  # the child ended at the call (ksci.evaluate.confine)
+        return _fail(verdict, Status.RUNTIME_ERROR, f"crashed: denied system call {denied['syscall']}")
     if outcome.timed_out:
         return _fail(verdict, Status.TIMEOUT, f"killed after {outcome.wall_s:.0f} s (hard timeout)")
     if outcome.lingered:  # a harness leaves at once after its result; something else went on running in it
@@ -149,6 +153,8 @@ def _fail(verdict: Verdict, status: Status, message: str) -> Verdict:
 
 
 def _death(returncode: int | None) -> str:
+    if returncode == -SIGSYS:  # a denied call whose SIGSYS handler was taken away (ksci.evaluate.confine)
+        return "crashed: denied system call (killed by SIGSYS; the call was not made)"
     if returncode is not None and returncode < 0:
         return f"the harness process was killed by signal {-returncode}"
     return f"the harness process exited with code {returncode} before reporting a result"
