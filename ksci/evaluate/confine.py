@@ -31,7 +31,7 @@ import signal
 DENIED = (
     "mount", "umount", "umount2", "pivot_root", "chroot", "fsopen", "fsconfig", "fsmount", "fspick", "move_mount",
     "open_tree", "mount_setattr", "unshare", "setns", "ptrace", "process_vm_readv", "process_vm_writev",
-    "pidfd_getfd", "kcmp", "bpf", "perf_event_open", "userfaultfd", "kexec_load", "kexec_file_load", "init_module",
+    "pidfd_getfd", "bpf", "perf_event_open", "userfaultfd", "kexec_load", "kexec_file_load", "init_module",
     "finit_module", "delete_module", "create_module", "keyctl", "add_key", "request_key", "open_by_handle_at",
     "io_uring_setup", "io_uring_enter", "io_uring_register", "quotactl", "quotactl_fd", "swapon", "swapoff",
     "reboot", "acct", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "sethostname", "setdomainname",

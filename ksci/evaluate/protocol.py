@@ -116,7 +116,7 @@ SCHEMAS = {
         {
             "network": _TEXT,
             "limits": {"type": "object", "maxProperties": 16},
-            **dict.fromkeys(("mounts", "capabilities", "syscalls"), _TEXT),
+            **dict.fromkeys(("mounts", "proc", "capabilities", "syscalls"), _TEXT),
         }
     ),
     "denied": _event({"syscall": _TEXT}, ("syscall",)),

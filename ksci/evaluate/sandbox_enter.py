@@ -24,10 +24,11 @@ After the root is entered, three layers, each of which alone stops `mount -o rem
 the mounts are locked (the process moves into a nested user and mount namespace, where the kernel locks every
 mount it inherits: MNT_LOCK_READONLY and the like, so a remount fails with EPERM even with CAP_SYS_ADMIN there),
 every capability is dropped with the securebits locked (confine.py), and a seccomp filter denies mounts,
-namespaces, ptrace, non-AF_UNIX sockets and the like (confine.py). no-new-privileges is set too. What each layer
-did is passed to the command as KSCI_SANDBOX (a JSON object: mounts, capabilities, syscalls); a layer the host
-refuses (a nested user namespace where user namespaces are off, a host without libseccomp) is named there, and the
-others still hold.
+namespaces, ptrace, non-AF_UNIX sockets and the like (confine.py). no-new-privileges is set too. A fresh /proc
+has its sysctls, sysrq-trigger and the like bound read-only (PROC_READ_ONLY: root's uid can write a sysctl without
+any capability). What each layer did is passed to the command as KSCI_SANDBOX (a JSON object: mounts, proc,
+capabilities, syscalls); a layer the host refuses (a nested user namespace where user namespaces are off, a host
+without libseccomp) is named there, and the others still hold.
 """
 
 from __future__ import annotations
@@ -123,9 +124,20 @@ def build_root(spec: dict) -> None:
     if spec.get("proc"):
         os.makedirs(f"{root}/proc", exist_ok=True)
         _mount("proc", f"{root}/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-        for name in PROC_READ_ONLY:
-            if os.path.exists(f"{root}/proc/{name}"):
-                _bind(f"{root}/proc/{name}", f"{root}/proc/{name}", read_only=True)
+        spec["proc_status"] = _protect_proc(f"{root}/proc")
+
+
+def _protect_proc(proc: str) -> str:
+    """Bind PROC_READ_ONLY read-only over themselves. Where a kernel refuses it (gVisor's /proc, say), the sandbox
+    is still made and the status says so: each sysctl's own checks, the dropped capabilities and a uid that is not
+    the host's root (in a user namespace, as an ordinary user) then stand between the command and those files."""
+    for name in PROC_READ_ONLY:
+        if os.path.exists(f"{proc}/{name}"):
+            try:
+                _bind(f"{proc}/{name}", f"{proc}/{name}", read_only=True)
+            except SandboxSetupError as exc:
+                return f"writable as mounted: {exc}"
+    return "read-only"
 
 
 def enter_root(root: str) -> None:
@@ -154,13 +166,25 @@ def lock_mounts(proc: int | None) -> str:
         return "not locked: no /proc to write a nested user namespace's id maps through"
     if _libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
         return f"not locked: no nested user namespace ({os.strerror(ctypes.get_errno())})"
-    for name, line in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
-        fd = os.open(f"self/{name}", os.O_WRONLY | os.O_CLOEXEC, dir_fd=proc)
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
+    try:
+        for name, line in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+            _write_at(proc, f"self/{name}", line, missing_ok=name == "setgroups")
+    except OSError as exc:  # still locked; ids unmapped: the command runs as the overflow uid, without capabilities
+        return f"locked (nested user namespace; its id maps could not be written: {exc.strerror})"
     return "locked (nested user namespace)"
+
+
+def _write_at(folder: int, path: str, text: str, missing_ok: bool = False) -> None:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC, dir_fd=folder)
+    except FileNotFoundError:
+        if missing_ok:
+            return
+        raise
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
 
 
 def confine_process(spec: dict, proc: int | None, last_cap: int) -> dict[str, str]:
@@ -170,6 +194,8 @@ def confine_process(spec: dict, proc: int | None, last_cap: int) -> dict[str, st
     if "mounts" in layers:
         done["mounts"] = lock_mounts(proc)
     _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    if spec.get("proc"):
+        done["proc"] = spec.get("proc_status", "")
     if spec.get("confine", "exec") != "exec":
         return {**done, "capabilities": "left to the command", "syscalls": "left to the command"}
     if "capabilities" in layers:

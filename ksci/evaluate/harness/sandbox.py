@@ -89,15 +89,17 @@ def confine_self(report_fd: int) -> dict[str, str]:
     writes a `denied` report on `report_fd` and ends the process: confine.report_denials). Called after
     drop_network, before the candidate is loaded. Returns what holds, per layer, for the `sandbox` report: the
     mounts as sandbox_enter.py left them (KSCI_SANDBOX), the capabilities and the filter as set here."""
-    entered = os.environ.get(STATUS_VARIABLE)
-    mounts = json.loads(entered).get("mounts", "unknown") if entered else "not locked: not started in the sandbox"
-    capabilities = confine.drop_capabilities()
+    entered = json.loads(os.environ.get(STATUS_VARIABLE) or "{}")
+    done = {
+        "mounts": entered.get("mounts", "not locked: not started in the sandbox"),
+        "proc": entered.get("proc", "the host's"),
+        "capabilities": confine.drop_capabilities(),
+    }
     try:
         confine.report_denials(report_fd)
     except OSError as exc:
-        return {"mounts": mounts, "capabilities": capabilities, "syscalls": f"no syscall filter ({exc})"}
-    syscalls = confine.install_filter(trap=True, all_threads=True)
-    return {"mounts": mounts, "capabilities": capabilities, "syscalls": syscalls}
+        return {**done, "syscalls": f"no syscall filter ({exc})"}
+    return {**done, "syscalls": confine.install_filter(trap=True, all_threads=True)}
 
 
 def confined_child(argv: list[str], scratch: Path, env: dict[str, str]) -> list[str]:
