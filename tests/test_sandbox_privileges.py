@@ -252,3 +252,54 @@ def test_a_compile_as_an_ordinary_user(tmp_path):
         assert layers["capabilities"].startswith("dropped") and layers["mounts"].startswith("locked"), layers
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+GPU_HOSTILE = sorted((PROJECT_ROOT / "kernels" / "fp8_gemm" / "solutions" / "adversarial").glob("sandbox_*.cu"))
+
+
+def hostile_source(path: Path, folder: Path, port: int) -> str:
+    """A sandbox_*.cu kernel aimed at `folder` and at `port` (as benchmarks/sandbox_hostile.py aims them)."""
+    text = path.read_text().replace('#define TARGET "/usr/local"', f'#define TARGET "{folder}"')
+    return text.replace("#define PORT 4200", f"#define PORT {port}")
+
+
+@pytest.fixture(scope="module")
+def aimed(tmp_path_factory):
+    """A read-only folder and a listening port for the kernels to aim at, and a compile cache, shared by the tests
+    below (the same source is compiled once for both of the sandbox's modes)."""
+    folder = tmp_path_factory.mktemp("aimed")
+    (folder / "problems").mkdir()
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        yield folder / "problems", server.getsockname()[1], folder / "cache"
+
+
+@raw_syscalls
+@pytest.mark.nvcc
+@pytest.mark.parametrize("path", GPU_HOSTILE, ids=[p.stem for p in GPU_HOSTILE])
+def test_the_gpu_hostile_kernels_host_code_is_denied_without_a_gpu(mode, tmp_path, aimed, path, monkeypatch):
+    """The GPU test's kernels, built by the compile path (screen bypassed: they pass it anyway), their entry point
+    called in the harness child's confinement: the attack runs before the first CUDA call, so it is denied here as
+    on a GPU, and the call its header names is the verdict's."""
+    from ksci.evaluate.compile import compile_source
+    from ksci.evaluate.toolchain import find_toolchain
+
+    read_only, port, cache = aimed
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setenv("KSCI_KERNELS_DIR", f"{PROJECT_ROOT / 'kernels'}{os.pathsep}{read_only}")
+    monkeypatch.delenv(harness_sandbox.OPT_OUT, raising=False)
+    denied = path.read_text().split("crashed: denied system call ", 1)[1].split("`", 1)[0]
+    compiled = compile_source(hostile_source(path, read_only, port), find_toolchain("cuda"), "sm_90a", cache)
+    assert compiled.ok, compiled.log[-2000:]
+    library = Path(shutil.copy(compiled.library, scratch / "kernel.so"))
+    env = {**child_environment(scratch), "PYTHONPATH": str(PROJECT_ROOT)}
+    call = "lib.fp8_gemm(None, None, None, None, None, 128, 128, 128, None)"
+    argv = harness_sandbox.confined_child(_hostile_candidate(scratch, library, call), scratch, env)
+    outcome = run_child(argv, timeout_s=120, env=env, cwd=scratch)
+    if not (outcome.last("sandbox") or {}).get("syscalls", "").startswith("filtered"):
+        pytest.skip(f"no syscall filter here: {outcome.output[-500:]}")
+    verdict = classify(load_problem("fp8_gemm"), outcome, Verdict(Status.OK, "fp8_gemm", "cuda"))
+    assert (verdict.status, verdict.message) == (Status.RUNTIME_ERROR, f"crashed: denied system call {denied}")
+    assert list(read_only.iterdir()) == []
