@@ -34,6 +34,7 @@ from ksci.problem.spec import load_problem
 HOSTILE = Path(__file__).parent / "data" / "sandbox" / "hostile.c"
 WHAT_EACH_LAYER_SAYS = {"mounts": "locked", "capabilities": "dropped", "syscalls": "filtered"}
 SINGLE_LAYERS = [(layer,) for layer in sandbox.LAYERS]
+QUICK = {"min_reps": 5, "max_reps": 20, "budget_s": 0.5}  # timing policy of the GPU tests (the verdict, not speed)
 raw_syscalls = pytest.mark.skipif(
     platform.machine() != "x86_64" or shutil.which("gcc") is None, reason="the raw-syscall attacks are x86_64 C (gcc)"
 )
@@ -272,7 +273,8 @@ def aimed(tmp_path_factory):
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen()
-        yield folder / "problems", server.getsockname()[1], folder / "cache"
+        server.setblocking(False)
+        yield folder / "problems", server, folder / "cache"
 
 
 @raw_syscalls
@@ -285,13 +287,14 @@ def test_the_gpu_hostile_kernels_host_code_is_denied_without_a_gpu(mode, tmp_pat
     from ksci.evaluate.compile import compile_source
     from ksci.evaluate.toolchain import find_toolchain
 
-    read_only, port, cache = aimed
+    read_only, server, cache = aimed
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     monkeypatch.setenv("KSCI_KERNELS_DIR", f"{PROJECT_ROOT / 'kernels'}{os.pathsep}{read_only}")
     monkeypatch.delenv(harness_sandbox.OPT_OUT, raising=False)
     denied = path.read_text().split("crashed: denied system call ", 1)[1].split("`", 1)[0]
-    compiled = compile_source(hostile_source(path, read_only, port), find_toolchain("cuda"), "sm_90a", cache)
+    source = hostile_source(path, read_only, server.getsockname()[1])
+    compiled = compile_source(source, find_toolchain("cuda"), "sm_90a", cache)
     assert compiled.ok, compiled.log[-2000:]
     library = Path(shutil.copy(compiled.library, scratch / "kernel.so"))
     env = {**child_environment(scratch), "PYTHONPATH": str(PROJECT_ROOT)}
@@ -303,3 +306,51 @@ def test_the_gpu_hostile_kernels_host_code_is_denied_without_a_gpu(mode, tmp_pat
     verdict = classify(load_problem("fp8_gemm"), outcome, Verdict(Status.OK, "fp8_gemm", "cuda"))
     assert (verdict.status, verdict.message) == (Status.RUNTIME_ERROR, f"crashed: denied system call {denied}")
     assert list(read_only.iterdir()) == []
+
+
+def _reached(server: socket.socket) -> bool:
+    try:
+        server.accept()[0].close()
+        return True
+    except BlockingIOError:
+        return False
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("path", GPU_HOSTILE, ids=[p.stem for p in GPU_HOSTILE])
+def test_on_a_gpu_a_hostile_kernel_is_named_and_writes_nothing(gpu_target, aimed, path, monkeypatch):
+    """The whole pipeline (screen, compile, library check, the harness child on the GPU): not ok, the line names
+    the denied call, nothing in the read-only folder or /usr/local, no connection to the port."""
+    from ksci.evaluate.options import EvaluationOptions
+    from ksci.evaluate.pipeline import evaluate_source
+
+    if gpu_target != "cuda":
+        pytest.skip("the hostile kernels are CUDA")
+    read_only, server, cache = aimed
+    monkeypatch.setenv("KSCI_KERNELS_DIR", f"{PROJECT_ROOT / 'kernels'}{os.pathsep}{read_only}")
+    problem = load_problem("fp8_gemm")
+    denied = path.read_text().split("crashed: denied system call ", 1)[1].split("`", 1)[0]
+    options = EvaluationOptions(
+        target="cuda", benchmarks=problem.benchmarks[:2], time_baselines=False, policy=QUICK, cache_dir=cache
+    )
+    verdict = evaluate_source(problem, hostile_source(path, read_only, server.getsockname()[1]), options)
+    assert verdict.message == f"crashed: denied system call {denied}", (verdict.status, verdict.harness_log[-2000:])
+    assert verdict.status == Status.RUNTIME_ERROR and verdict.fingerprint["sandbox"]["syscalls"].startswith("filtered")
+    assert list(read_only.iterdir()) == [] and not list(Path("/usr/local").glob("ksci-sandbox-*"))
+    assert not _reached(server)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_an_honest_kernel_is_ok_under_the_filter(gpu_target, tmp_path):
+    from ksci.evaluate.options import EvaluationOptions
+    from ksci.evaluate.pipeline import evaluate_source
+
+    if gpu_target != "cuda":
+        pytest.skip("the honest kernel here is CUDA")
+    problem = load_problem("rmsnorm")
+    source = (problem.root / "solutions" / "correct" / "warp_per_row.cu").read_text()
+    options = EvaluationOptions(target="cuda", time_baselines=False, policy=QUICK, cache_dir=tmp_path)
+    verdict = evaluate_source(problem, source, options)
+    assert verdict.status == Status.OK, (verdict.message, verdict.harness_log[-2000:])
+    sandbox = verdict.fingerprint["sandbox"]
+    assert sandbox["syscalls"].startswith("filtered") and sandbox["capabilities"].startswith("dropped"), sandbox
