@@ -6,7 +6,8 @@
 // and the library check pass it). The harness child has dropped its capabilities and installed its seccomp filter
 // before loading the library (ksci/evaluate/confine.py): the call raises SIGSYS, the child reports it and exits,
 // and the verdict is `runtime_error: crashed: denied system call ptrace`. Were the call let through, the GEMM is
-// honest and the verdict would be `ok`, with its parent stopped (in the harness's PID namespace its parent is outside, so getppid() is 0): benchmarks/sandbox_hostile.py looks for it.
+// honest and the verdict would be `ok`; the attach itself would still fail there (ESRCH: the child is the first
+// process of its PID namespace, its parent outside, so getppid() is 0), where unconfined it stops the parent.
 #include <cstdint>
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>

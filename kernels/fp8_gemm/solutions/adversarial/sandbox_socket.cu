@@ -6,7 +6,8 @@
 // and the library check pass it). The harness child has dropped its capabilities and installed its seccomp filter
 // before loading the library (ksci/evaluate/confine.py): the call raises SIGSYS, the child reports it and exits,
 // and the verdict is `runtime_error: crashed: denied system call socket`. Were the call let through, the GEMM is
-// honest and the verdict would be `ok`, with a connection reaching the port benchmarks/sandbox_hostile.py listens on: benchmarks/sandbox_hostile.py looks for it.
+// honest and the verdict would be `ok`, with a connection reaching the port benchmarks/sandbox_hostile.py listens on:
+// benchmarks/sandbox_hostile.py looks for it.
 #include <cstdint>
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
