@@ -7,6 +7,8 @@ timings must agree with the parent's clock and with the speed of light (ksci.pro
 
 from __future__ import annotations
 
+from signal import SIGSYS
+
 from ksci.evaluate.harness.plan import held_out_plan, recheck_shapes
 from ksci.evaluate.isolate import EXIT_GRACE_S, ChildOutcome
 from ksci.evaluate.options import EnvironmentProblem, EvaluationOptions
@@ -55,6 +57,8 @@ def classify(problem: Problem, outcome: ChildOutcome, verdict: Verdict, expect: 
     result = outcome.last("result")
     if outcome.over_limit:  # what it printed or reported went past ksci.evaluate.bounds: nothing of it is trusted
         return _fail(verdict, Status.RUNTIME_ERROR, outcome.over_limit)
+    if (denied := outcome.last("denied")) is not None:  # the child ended at the call (ksci.evaluate.confine)
+        return _fail(verdict, Status.RUNTIME_ERROR, f"crashed: denied system call {denied['syscall']}")
     if outcome.timed_out:
         return _fail(verdict, Status.TIMEOUT, f"killed after {outcome.wall_s:.0f} s (hard timeout)")
     if outcome.lingered:  # a harness leaves at once after its result; something else went on running in it
@@ -158,6 +162,8 @@ def _fail(verdict: Verdict, status: Status, message: str) -> Verdict:
 
 
 def _death(returncode: int | None) -> str:
+    if returncode == -SIGSYS:  # a denied call whose SIGSYS handler was taken away (ksci.evaluate.confine)
+        return "crashed: denied system call (killed by SIGSYS; the call was not made)"
     if returncode is not None and returncode < 0:
         return f"the harness process was killed by signal {-returncode}"
     return f"the harness process exited with code {returncode} before reporting a result"

@@ -112,7 +112,14 @@ def _event(properties: dict, required: tuple[str, ...] = (), closed: bool = True
 
 SCHEMAS = {
     "started": _event({"fingerprint": {"type": "object", "maxProperties": 64}}, ("fingerprint",)),
-    "sandbox": _event({"network": _TEXT, "limits": {"type": "object", "maxProperties": 16}}),
+    "sandbox": _event(
+        {
+            "network": _TEXT,
+            "limits": {"type": "object", "maxProperties": 16},
+            **dict.fromkeys(("mounts", "proc", "capabilities", "syscalls"), _TEXT),
+        }
+    ),
+    "denied": _event({"syscall": _TEXT}, ("syscall",)),
     "loaded": _event({}),
     "shape": _event({"key": _TEXT}, ("key",)),
     "load_error": _event({"message": _TEXT}, ("message",)),

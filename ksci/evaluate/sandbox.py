@@ -49,6 +49,10 @@ TMP_BYTES = 2 << 30  # the compilers' temporaries (nvcc's intermediate files are
 USER_MODE = ("--user", "--map-root-user")
 NAMESPACES = ("--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child")
 PROBE_TIMEOUT_S = 30
+# The least-privilege layers sandbox_enter.py applies after entering the root, each of which alone keeps a
+# read-only folder read-only; what each did reaches the command as this variable (a JSON object).
+LAYERS = ("mounts", "capabilities", "syscalls")
+STATUS_VARIABLE = "KSCI_SANDBOX"
 
 ENV_NAMES = {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "TZ", "TERM", "SOURCE_DATE_EPOCH"}
 ENV_PREFIXES = ("CUDA_", "NVCC_", "HIP_", "HIPCC_", "ROCM_", "HSA_", "AMD_", "CUDAFE_")
@@ -63,6 +67,7 @@ class SandboxStatus:
     options: tuple[str, ...] = ()
     reason: str = ""
     unshare: str = "unshare"  # its absolute path, found once
+    layers: tuple[tuple[str, str], ...] = ()  # (layer, what the probe's sandbox_enter did), LAYERS' order
 
     @property
     def mode(self) -> str:
@@ -124,11 +129,16 @@ def wrap(
     devices: tuple[str, ...] = DEVICES,
     proc: bool = False,
     network: bool = False,
+    confine: str = "exec",
+    layers: tuple[str, ...] = LAYERS,
 ) -> list[str]:
-    """The argv that runs `command` in new namespaces, in a root holding only these paths (same places).
+    """The argv that runs `command` in new namespaces, in a root holding only these paths (same places), its
+    mounts locked, without capabilities and under the syscall filter (sandbox_enter.py).
 
     `proc`: a fresh /proc of the sandbox's own PID namespace; `network`: keep the host's network namespace (the
-    harness child drops it itself once the GPU runtime is up)."""
+    harness child drops it itself once the GPU runtime is up); `confine`: "self" leaves the capabilities and the
+    filter to the command (the harness child: ksci.evaluate.harness.sandbox.confine_self); `layers`: the
+    least-privilege layers to apply (all; tests apply one at a time)."""
     spec = {
         "root": str(_root_mountpoint()),
         "ro": read_only,
@@ -138,6 +148,8 @@ def wrap(
         "cwd": cwd,
         "env": env,
         "tmp_bytes": TMP_BYTES,
+        "confine": confine,
+        "layers": list(layers),
     }
     status = sandbox_status()
     options = [o for o in status.options if not (network and o == "--net")]
@@ -183,17 +195,20 @@ def sandbox_status() -> SandboxStatus:
     modes = [(*USER_MODE, *NAMESPACES)] + ([NAMESPACES] if os.geteuid() == 0 else [])
     reasons = []
     for options in modes:
-        reason = _probe(unshare, tuple(options))
+        reason, layers = _probe(unshare, tuple(options))
         if reason is None:
-            return SandboxStatus(True, tuple(options), unshare=unshare)
+            return SandboxStatus(True, tuple(options), unshare=unshare, layers=tuple(layers.items()))
         reasons.append(reason)
     return SandboxStatus(False, reason="; ".join(dict.fromkeys(reasons)))
 
 
-def _probe(unshare: str, options: tuple[str, ...]) -> str | None:
-    """None if a sandbox made with these `unshare` options works, else the first line of why not."""
+def _probe(unshare: str, options: tuple[str, ...]) -> tuple[str | None, dict[str, str]]:
+    """(None, what each layer did) if a sandbox made with these `unshare` options works, else the first line of
+    why not."""
     home = os.path.expanduser("~")
-    script = f'test ! -e /etc/passwd && test ! -e "{home}" && test -w /tmp && echo sandboxed'
+    script = (
+        f'test ! -e /etc/passwd && test ! -e "{home}" && test -w /tmp && echo sandboxed && echo "${STATUS_VARIABLE}"'
+    )
     spec = {
         "root": str(_root_mountpoint()),
         "ro": toolchain_paths([]),
@@ -207,11 +222,12 @@ def _probe(unshare: str, options: tuple[str, ...]) -> str | None:
     try:
         proc = subprocess.run([*argv, script], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
     except (OSError, subprocess.SubprocessError) as exc:
-        return f"{unshare} {' '.join(options)}: {exc}"
-    if proc.returncode == 0 and proc.stdout.strip() == "sandboxed":
-        return None
+        return f"{unshare} {' '.join(options)}: {exc}", {}
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode == 0 and lines[:1] == ["sandboxed"]:
+        return None, json.loads(lines[1]) if len(lines) == 2 else {}
     said = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}, host files still visible"])[-1]
-    return said
+    return said, {}
 
 
 def _enter() -> list[str]:

@@ -11,14 +11,30 @@ nothing of the project: it is the last code that sees the host's filesystem. SPE
     proc      whether to mount a fresh /proc (of the sandbox's own PID namespace)
     cwd, env  the working directory and the whole environment of the command
     tmp_bytes the size of the fresh, empty /tmp (a tmpfs)
+    confine   "exec" (the default): drop every capability and install the syscall filter (EPERM) before the exec;
+              "self": leave both to the command (the harness child, which needs CAP_SYS_ADMIN to drop its network
+              once the GPU runtime is up: ksci/evaluate/harness/sandbox.py)
+    layers    which of "mounts", "capabilities", "syscalls" to apply (default: all; tests turn all but one off to
+              show that each alone stops a remount)
 
 Every path not named is absent: /etc/passwd, /root, the home directory, the project's .env and data/. A failure is
 one line on stderr starting with "ksci sandbox:" and exit status 125, and nothing is run.
+
+After the root is entered, three layers, each of which alone stops `mount -o remount,rw` of a read-only folder:
+the mounts are locked (the process moves into a nested user and mount namespace, where the kernel locks every
+mount it inherits: MNT_LOCK_READONLY and the like, so a remount fails with EPERM even with CAP_SYS_ADMIN there),
+every capability is dropped with the securebits locked (confine.py), and a seccomp filter denies mounts,
+namespaces, ptrace, non-AF_UNIX sockets and the like (confine.py). no-new-privileges is set too. A fresh /proc
+has its sysctls, sysrq-trigger and the like bound read-only (PROC_READ_ONLY: root's uid can write a sysctl without
+any capability). What each layer did is passed to the command as KSCI_SANDBOX (a JSON object: mounts, proc,
+capabilities, syscalls); a layer the host refuses (a nested user namespace where user namespaces are off, a host
+without libseccomp) is named there, and the others still hold.
 """
 
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import json
 import os
 import platform
@@ -34,8 +50,24 @@ PR_SET_NO_NEW_PRIVS = 38
 _KEPT_FLAGS = {2: MS_NOSUID, 4: MS_NODEV, 8: MS_NOEXEC, 1024: MS_NOATIME, 2048: MS_NODIRATIME, 4096: MS_RELATIME}
 _PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "ppc64le": 203}
 FAILED = 125
+CLONE_NEWUSER, CLONE_NEWNS = 0x10000000, 0x00020000
+LAYERS = ("mounts", "capabilities", "syscalls")
+STATUS_VARIABLE = "KSCI_SANDBOX"
+# Of a fresh /proc, what root could write to the host's kernel through (sysctls, sysrq): bound read-only.
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
 
 _libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _load_confine():
+    """ksci/evaluate/confine.py, by its path (no import of the project: this runs as `python -I -S`)."""
+    spec = importlib.util.spec_from_file_location("ksci_confine", os.path.join(os.path.dirname(__file__), "confine.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+confine = _load_confine()
 
 
 class SandboxSetupError(Exception):
@@ -92,6 +124,20 @@ def build_root(spec: dict) -> None:
     if spec.get("proc"):
         os.makedirs(f"{root}/proc", exist_ok=True)
         _mount("proc", f"{root}/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        spec["proc_status"] = _protect_proc(f"{root}/proc")
+
+
+def _protect_proc(proc: str) -> str:
+    """Bind PROC_READ_ONLY read-only over themselves. Where a kernel refuses it (gVisor's /proc, say), the sandbox
+    is still made and the status says so: each sysctl's own checks, the dropped capabilities and a uid that is not
+    the host's root (in a user namespace, as an ordinary user) then stand between the command and those files."""
+    for name in PROC_READ_ONLY:
+        if os.path.exists(f"{proc}/{name}"):
+            try:
+                _bind(f"{proc}/{name}", f"{proc}/{name}", read_only=True)
+            except SandboxSetupError as exc:
+                return f"writable as mounted: {exc}"
+    return "read-only"
 
 
 def enter_root(root: str) -> None:
@@ -107,22 +153,101 @@ def enter_root(root: str) -> None:
     _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
+def lock_mounts(proc: int | None) -> str:
+    """Move into a nested user and mount namespace, uid and gid 0 there mapped to this process's: the kernel locks
+    every mount copied into a mount namespace of a less privileged user namespace (read-only stays read-only, no
+    mount can be taken off the ones under it), whatever capabilities the process holds in the new one.
+
+    `proc`: a descriptor of a /proc opened before the root changed (the new root may have none), through which the
+    new namespace's id maps are written. Returns what was done, in one line; not locked where the kernel refuses a
+    nested user namespace (user namespaces turned off, as root)."""
+    uid, gid = os.getuid(), os.getgid()
+    if proc is None:
+        return "not locked: no /proc to write a nested user namespace's id maps through"
+    if _libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
+        return f"not locked: no nested user namespace ({os.strerror(ctypes.get_errno())})"
+    try:
+        for name, line in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+            _write_at(proc, f"self/{name}", line, missing_ok=name == "setgroups")
+    except OSError as exc:  # still locked; ids unmapped: the command runs as the overflow uid, without capabilities
+        return f"locked (nested user namespace; its id maps could not be written: {exc.strerror})"
+    return "locked (nested user namespace)"
+
+
+def _write_at(folder: int, path: str, text: str, missing_ok: bool = False) -> None:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC, dir_fd=folder)
+    except FileNotFoundError:
+        if missing_ok:
+            return
+        raise
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def confine_process(spec: dict, proc: int | None, last_cap: int) -> dict[str, str]:
+    """The layers after the root is entered (see the module's docstring); what each did."""
+    layers = spec.get("layers", LAYERS)
+    done = dict.fromkeys(LAYERS, "turned off")
+    if "mounts" in layers:
+        done["mounts"] = lock_mounts(proc)
+    _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    if spec.get("proc"):
+        done["proc"] = spec.get("proc_status", "")
+    if spec.get("confine", "exec") != "exec":
+        return {**done, "capabilities": "left to the command", "syscalls": "left to the command"}
+    if "capabilities" in layers:
+        done["capabilities"] = confine.drop_capabilities(last_cap)
+    if "syscalls" in layers:
+        done["syscalls"] = confine.install_filter()
+    return done
+
+
+def _open_proc() -> int | None:
+    try:
+        return os.open("/proc", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
+def _last_cap(proc: int | None) -> int:
+    """The highest capability this kernel knows, or 63 where /proc cannot say (confine.drop_capabilities)."""
+    if proc is None:
+        return 63
+    try:
+        fd = os.open("sys/kernel/cap_last_cap", os.O_RDONLY | os.O_CLOEXEC, dir_fd=proc)
+        try:
+            return int(os.read(fd, 16))
+        finally:
+            os.close(fd)
+    except (OSError, ValueError):
+        return 63
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--":
         print("ksci sandbox: usage: sandbox_enter.py SPEC -- COMMAND...", file=sys.stderr)
         return FAILED
     spec, command = json.loads(argv[0]), argv[2:]
+    proc = _open_proc()
     try:
+        last_cap = _last_cap(proc)
         build_root(spec)
         enter_root(spec["root"])
         os.chdir(spec.get("cwd") or "/tmp")
+        layers = confine_process(spec, proc, last_cap)
     except (SandboxSetupError, OSError) as exc:
         print(f"ksci sandbox: {exc}", file=sys.stderr)
         return FAILED
-    _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    finally:
+        if proc is not None:
+            os.close(proc)  # a path back into the host's filesystem: never left to the command
+    env = {**spec.get("env", {}), STATUS_VARIABLE: json.dumps(layers)}
     sys.stdout.flush()
     try:
-        os.execve(command[0], command, spec.get("env", {}))
+        os.execve(command[0], command, env)
     except OSError as exc:
         print(f"ksci sandbox: cannot run {command[0]}: {exc.strerror}", file=sys.stderr)
         return FAILED if exc.errno != 2 else 127

@@ -29,7 +29,7 @@ import torch
 from ksci.evaluate.harness.cases import Case
 from ksci.evaluate.harness.check import relative_error
 from ksci.evaluate.harness.plan import TRIAL_SEED_STEP, held_out_plan, recheck_shapes, verification_plan
-from ksci.evaluate.harness.sandbox import drop_network, limit_resources
+from ksci.evaluate.harness.sandbox import confine_self, drop_network, limit_resources
 from ksci.evaluate.harness.timing import (
     CallTimer,
     L2Flusher,
@@ -122,6 +122,8 @@ class Session:
             self.reporter.send("result", status="ok")
             return
         self.sandbox["network"] = drop_network() if self.request.get("isolate_network", True) else "not requested"
+        # No capability, and the syscall filter on every thread, before the candidate's code is loaded.
+        self.sandbox.update(confine_self(self.reporter.stream.fileno()))
         self.reporter.send("sandbox", **self.sandbox)
         try:
             self.candidate = Candidate(self.request["library"], self.problem.entry_name, self.problem.entry_args)

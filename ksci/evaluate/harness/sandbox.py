@@ -1,12 +1,16 @@
 """The harness child's confinement: the files it can see (set up before it starts, `confined_child`), then the
-limits it puts on itself before it loads a candidate (resource limits, no network).
+limits it puts on itself before it loads a candidate (resource limits, no network, no capabilities, the syscall
+filter: `confine_self`).
 
 The child starts inside the same kind of sandbox as the compiler (ksci/evaluate/sandbox.py): new user, mount, PID,
 IPC and UTS namespaces and a root of bind mounts holding the system's software, the Python it runs (prefix,
 site-packages), the project's `ksci` package and problem folders, read-only, its scratch folder writable, the GPU's
 device files, /sys read-only and a /proc of its own PID namespace. /etc/passwd, /root (but the Python under it), the
-home folder, the project's .env and data/ do not exist there. Its network is dropped by the child itself once the
-GPU runtime is up (`drop_network`). Where no sandbox can be made the child is not started (EnvironmentProblem, one
+home folder, the project's .env and data/ do not exist there, and every mount is locked read-only as bound (a
+nested user namespace: ksci/evaluate/sandbox_enter.py). Its network is dropped by the child itself once the GPU
+runtime is up (`drop_network`, which needs CAP_SYS_ADMIN in the sandbox's namespace), and only then does it drop
+every capability and install the seccomp filter on all its threads (`confine_self`, ksci/evaluate/confine.py): a
+denied call from the candidate ends the child with a `denied` report naming the call. Where no sandbox can be made the child is not started (EnvironmentProblem, one
 line) unless KSCI_UNSANDBOXED_HARNESS=1; a set-up that fails on a GPU host ends the child before it reports
 "started", which the parent reports as "the harness did not start (exit 125): ksci sandbox: ...".
 
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import glob
+import json
 import os
 import resource
 import site
@@ -27,8 +32,10 @@ import sys
 from pathlib import Path
 
 from ksci import PROJECT_ROOT
+from ksci.evaluate import confine
+from ksci.evaluate.bounds import DEFAULTS as _BOUNDS
 from ksci.evaluate.options import EnvironmentProblem
-from ksci.evaluate.sandbox import DEVICES, SandboxStatus, sandbox_status, toolchain_paths, wrap
+from ksci.evaluate.sandbox import DEVICES, STATUS_VARIABLE, SandboxStatus, sandbox_status, toolchain_paths, wrap
 from ksci.problem.spec import problem_dirs
 
 OPT_OUT = "KSCI_UNSANDBOXED_HARNESS"
@@ -37,7 +44,8 @@ OPT_OUT = "KSCI_UNSANDBOXED_HARNESS"
 GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri", "/dev/kfd")
 
 CLONE_NEWNET = 0x40000000
-FILE_SIZE_LIMIT = 64 * 2**20  # no kernel has a reason to write a file; this bounds one that does
+# No kernel has a reason to write a file; this bounds one that does (the parent may set a lower hard limit).
+FILE_SIZE_LIMIT = _BOUNDS["KSCI_MAX_HARNESS_OUTPUT_BYTES"]
 OPEN_FILES_LIMIT = 1024  # the CUDA runtime holds a few dozen descriptors (device nodes, pipes, libraries)
 # CPU seconds: twice the parent's timeout plus a minute. A synchronising host spins (CPU time ~ wall time) and the
 # runtime's own threads add to it; the parent's wall-clock timeout is the real bound, this one backs it up.
@@ -78,6 +86,24 @@ def drop_network() -> str:
     return f"not isolated: unshare(CLONE_NEWNET) failed: {os.strerror(ctypes.get_errno())}"
 
 
+def confine_self(report_fd: int) -> dict[str, str]:
+    """Drop this thread's capabilities and filter the system calls of every thread (SIGSYS on a denied call, which
+    writes a `denied` report on `report_fd` and ends the process: confine.report_denials). Called after
+    drop_network, before the candidate is loaded. Returns what holds, per layer, for the `sandbox` report: the
+    mounts as sandbox_enter.py left them (KSCI_SANDBOX), the capabilities and the filter as set here."""
+    entered = json.loads(os.environ.get(STATUS_VARIABLE) or "{}")
+    done = {
+        "mounts": entered.get("mounts", "not locked: not started in the sandbox"),
+        "proc": entered.get("proc", "the host's"),
+        "capabilities": confine.drop_capabilities(),
+    }
+    try:
+        confine.report_denials(report_fd)
+    except OSError as exc:
+        return {**done, "syscalls": f"no syscall filter ({exc})"}
+    return {**done, "syscalls": confine.install_filter(trap=True, all_threads=True)}
+
+
 def confined_child(argv: list[str], scratch: Path, env: dict[str, str]) -> list[str]:
     """`argv` (the harness child, run in `scratch` with environment `env`) as it starts in its sandbox; unchanged
     where the user opted out. Raises EnvironmentProblem (one line) where no sandbox can be made."""
@@ -89,7 +115,10 @@ def confined_child(argv: list[str], scratch: Path, env: dict[str, str]) -> list[
     devices = (*DEVICES, *(d for pattern in GPU_DEVICES for d in sorted(glob.glob(pattern))))
     read_only = [*toolchain_paths([]), "/sys", *python_paths(), str(PROJECT_ROOT / "ksci")]
     read_only += [str(d) for d in problem_dirs()]
-    return wrap(argv, read_only, [str(scratch)], cwd=str(scratch), env=env, devices=devices, proc=True, network=True)
+    return wrap(
+        argv, read_only, [str(scratch)], cwd=str(scratch), env=env, devices=devices, proc=True, network=True,
+        confine="self",
+    )  # fmt: skip
 
 
 def python_paths() -> list[str]:
