@@ -18,6 +18,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -241,7 +242,7 @@ def test_a_compile_as_an_ordinary_user(tmp_path):
                           'void* out, int rows, int cols, void* stream) { return 0; }\n')  # fmt: skip
         env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(PROJECT_ROOT), "TMPDIR": str(folder)}
         env.update(HOME=str(folder), KSCI_COMPILE_CACHE=str(folder / "cache"))
-        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable]
+        nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *_python_for_nobody(env)]
         cli = [*nobody, "-m", "ksci.cli", "evaluate", "--problem", "rmsnorm", "--source", str(source)]
         done = subprocess.run([*cli, "--compile-only"], capture_output=True, text=True, env=env, timeout=600)
         if done.returncode == 3 and "cannot sandbox the compiler" in done.stderr:
@@ -253,6 +254,30 @@ def test_a_compile_as_an_ordinary_user(tmp_path):
         assert layers["capabilities"].startswith("dropped") and layers["mounts"].startswith("locked"), layers
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+# The CLI starts its own interpreter again (the compile's file-size wrapper): that must run as nobody too.
+_RUNS_ITSELF = "import subprocess, sys, ksci.cli; subprocess.run([sys.executable, '-c', 'pass'], check=True)"
+
+
+def _python_for_nobody(env: dict) -> list[str]:
+    """An interpreter `nobody` can run with the project importable: this one, or, where it lies under a folder
+    nobody may not enter (a pyenv under a 0700 /root), the system's Python of the same version with this one's
+    site-packages on PYTHONPATH (env is updated). Skips when neither imports the CLI."""
+    site = sysconfig.get_paths()["purelib"]
+    candidates = [(sys.executable, str(PROJECT_ROOT))]
+    system = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
+    if os.access(system, os.X_OK):
+        candidates.append((system, os.pathsep.join([str(PROJECT_ROOT), site])))
+    why = []
+    for python, path in candidates:
+        argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-c", _RUNS_ITSELF]
+        probe = subprocess.run(argv, capture_output=True, text=True, env={**env, "PYTHONPATH": path}, timeout=300)
+        if probe.returncode == 0:
+            env["PYTHONPATH"] = path
+            return [python]
+        why.append(f"{python}: {(probe.stderr.strip().splitlines() or ['?'])[-1]}")
+    pytest.skip("no Python that nobody can run with the project importable: " + "; ".join(why))
 
 
 GPU_HOSTILE = sorted((PROJECT_ROOT / "kernels" / "fp8_gemm" / "solutions" / "adversarial").glob("sandbox_*.cu"))
