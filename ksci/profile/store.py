@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 
 from ksci.lineage.parts import check_run
 from ksci.lineage.storage import Storage
-from ksci.profile.record import ProfileResult
+from ksci.profile.result import ProfileResult
 
 
 @dataclass(frozen=True)
