@@ -9,20 +9,20 @@ With `overlap` k > 0 (tuning proposer), generations run side by side: generation
 before max(0, g - k) and starts while the k before it are still on the GPUs (ksci.proposers.overlap).
 Deployed (prefect.yaml, a server with a work pool), each generation without overlap is a flow run of the
 `evolve-generation/generation` deployment that any worker runs, so that Prefect can retry a failed one on its own;
-elsewhere the generations are subflows, and only the whole evolution is rerun (README.md).
+elsewhere the generations are subflows, and only the whole evolution is rerun (README.md). When a generation may
+start and with how many children is ksci.schedule's loop; this module gives it the launcher.
 """
 
 from __future__ import annotations
 
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from contextvars import copy_context
 from dataclasses import asdict
 
-import pandas as pd
 from prefect import flow, get_run_logger
-from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
+from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.client.orchestration import get_client
 from prefect.context import FlowRunContext
 from prefect.deployments import run_deployment
@@ -32,24 +32,24 @@ from prefect.runtime import flow_run
 from prefect.states import Scheduled
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from flows.artifacts import artifact_key, generation_markdown, generation_table
+from flows.artifacts import publish_generation
 from ksci.console.events import observer
 from ksci.devices import GPU_PRIORITY
 from ksci.evaluate.harness_process import SPARES
 from ksci.evaluate.isolate import stop_children
 from ksci.lineage.identity import refusal_to_run
-from ksci.lineage.store import CandidateMeta, LineageStore
+from ksci.lineage.store import LineageStore
 from ksci.llm.config import LlmConfig
 from ksci.proposers.choice import llm_for, proposer_for
 from ksci.proposers.overlap import horizon, open_board, post
-from ksci.proposers.per_shape import best_shape_times
-from ksci.proposers.protocol import GenerationContext, Proposer, Steps
-from ksci.run import DEFAULT_STORE, RunSpec, candidates_before, progress_line
-from tasks.compose import compose
-from tasks.evaluation import CandidateChain, generation_baselines, start_spare_harnesses, submit_candidate
-from tasks.llm import ask
-from tasks.profile import profile_best, profile_step
-from tasks.stages import hypothesize, read_population, render, select
+from ksci.proposers.protocol import GenerationContext, Proposer
+from ksci.report.generation_summary import artifact_key
+from ksci.run import DEFAULT_STORE, RunSpec, progress_line
+from ksci.schedule import Hooks, ready, run_generations
+from tasks.evaluation import CandidateChain, start_spare_harnesses
+from tasks.profile import profile_best
+from tasks.stages import read_population
+from tasks.steps import generation_steps
 
 __all__ = ["DEFAULT_STORE", "evolve", "evolve_generation"]
 GENERATION_POLL_S = 2.0  # how often a deployed evolution looks whether its generation's flow run has ended
@@ -90,7 +90,7 @@ def _generation(spec: RunSpec, generation: int, proposer: Proposer) -> dict:
     population = read_population(spec.store_root, spec.run, horizon(generation, spec.overlap))
     GPU_PRIORITY.set(generation)  # with overlapping generations, the older ones' candidates take a free GPU first
     context = GenerationContext(spec, generation, population)
-    steps = _steps(spec, generation, logger, population)
+    steps = generation_steps(spec, generation, logger, population)
     proposed = proposer.propose(context, steps)
     if proposed.failure is not None:
         raise RuntimeError(proposed.failure.message)  # fails the generation, to be rerun
@@ -100,54 +100,8 @@ def _generation(spec: RunSpec, generation: int, proposer: Proposer) -> dict:
         proposer.conclude(context, rows, steps)
     summary = {"run": spec.run, "generation": generation, "candidates": len(rows), **counts, "note": proposed.note}
     logger.info("generation %d done: %s", generation, summary)
-    key = artifact_key(f"{spec.run}-gen-{generation}")
-    generation_table(key, rows)
-    create_markdown_artifact(generation_markdown(spec.run, generation, rows, spec.store_root), key=f"{key}-summary")
+    publish_generation(spec.run, generation, rows, spec.store_root)
     return {**summary, "rows": rows}
-
-
-def _steps(spec: RunSpec, generation: int, logger, population: pd.DataFrame) -> Steps:
-    """The Prefect tasks a proposer calls: what it proposes is evaluated and recorded through them. The reference
-    and the vendor library are timed once for the generation, and every benchmark of it takes their times. With
-    --race, each candidate's benchmark races against the best median per shape of the population it was proposed
-    from."""
-    setup = spec.evaluation()
-    race = best_shape_times(population) if spec.race else ()
-    baselines = generation_baselines.submit(setup, spec.run, generation)
-
-    def submit(source, meta: CandidateMeta) -> CandidateChain:
-        return _reported(submit_candidate(setup, source, meta, race=race, baselines=baselines), meta.generation)
-
-    return Steps(
-        submit=submit,
-        wait=lambda chains: wait([chain.recorded for chain in chains]),
-        verdict=_verdict,
-        select=select,
-        hypothesize=hypothesize,
-        render=render.submit,
-        compose=compose.submit,
-        ask=ask,
-        profile=profile_step(setup, spec.run) if spec.profile else None,
-        logger=logger,
-    )
-
-
-def _reported(chain: CandidateChain, generation: int) -> CandidateChain:
-    """The chain, whose end (its row recorded, or a stage failed) is reported to the run's observer."""
-
-    def recorded(future) -> None:
-        future.wait(0)  # done: takes its final state from the finished thread, not from the API
-        row = future.result(raise_on_failure=False) if future.state.is_completed() else None
-        observer().candidate_finished(generation, row if isinstance(row, dict) else None)
-
-    chain.recorded.add_done_callback(recorded)
-    return chain
-
-
-def _verdict(chain: CandidateChain):
-    """A finished chain's verdict, or None when one of its stages failed."""
-    verdict = chain.evaluated.result(raise_on_failure=False)
-    return None if isinstance(verdict, BaseException) else verdict
 
 
 def _outcomes(chains: list[CandidateChain]) -> tuple[list[dict], dict]:
@@ -249,10 +203,11 @@ def run_evolution(spec: RunSpec, llm: LlmConfig | None = None) -> list[dict]:
 
     try:
         if spec.on_workers:  # the worker's LLM configuration, not this process's object (it may hold a key)
-            _one_after_another(spec, proposer, finished, _generation_on_a_worker)
+            launch = lambda work, g: ready(_generation_on_a_worker(work, g))  # noqa: E731
+            run_generations(spec, launch, _hooks(finished), proposer.stop_reason)
         else:
             with gpu_host(spec):
-                _in_this_process(spec, proposer, llm, finished)
+                _in_this_process(spec, proposer, llm, _hooks(finished))
     except Exception:
         if not spec.on_workers:  # a deployed one's error says what to retry (_generation_on_a_worker)
             get_run_logger().error(SUBFLOWS_RERUN, spec.run, spec.run)
@@ -270,62 +225,34 @@ def _profile_the_best(spec: RunSpec) -> None:
         print(f"the best kernel's profile: {digest.splitlines()[0]}")
 
 
-def _in_this_process(spec: RunSpec, proposer: Proposer, llm: LlmConfig | None, finished) -> None:
-    """The generations as subflows of this flow run: side by side with overlap, else one after the other."""
+def _in_this_process(spec: RunSpec, proposer: Proposer, llm: LlmConfig | None, hooks: Hooks) -> None:
+    """The generations as subflows of this flow run: side by side in threads with overlap, else one after the
+    other in this thread.
+
+    Side by side, they are subflows called from threads (with this flow's context, as Prefect's own task runner
+    does), not tasks: a generation called inside a task would run in that task's transaction, and a failed
+    generation would then take its finished stages' cache records down with it. Leaving the pool's block, by an
+    error too, waits for every generation still running, so those record what they did before the error ends the run."""
     if not spec.overlap:
-        _one_after_another(spec, proposer, finished, lambda work, generation: evolve_generation(work, generation, llm))
+        run_generations(spec, lambda work, g: ready(evolve_generation(work, g, llm)), hooks, proposer.stop_reason)
         return
     with open_board(spec.store_root, spec.run):
-        _side_by_side(spec, llm, finished)
+        with ThreadPoolExecutor(max_workers=spec.overlap + 1, thread_name_prefix="generation") as pool:
+
+            def launch(work: RunSpec, generation: int):
+                return pool.submit(copy_context().run, _overlapping, work, generation, llm).result
+
+            run_generations(spec, launch, hooks, proposer.stop_reason)
 
 
-def _one_after_another(spec: RunSpec, proposer: Proposer, finished, run_generation) -> None:
-    """Each generation once the one before has ended, with the children the candidate cap leaves it."""
-    started = time.monotonic()
-    for generation in range(spec.generations):
-        candidates = candidates_before(spec, generation)
-        stop = proposer.stop_reason(spec)
-        stop = stop or spec.limits.stop_reason(generation, candidates, time.monotonic() - started)
-        if stop:
-            _stops_early(f"evolution {spec.run} stops before generation {generation}: {stop}")
-            return
-        work = spec.with_children(spec.limits.children(spec.children, candidates))
-        observer().generation_started(generation, work.children)
-        finished(run_generation(work, generation))
+def _hooks(finished) -> Hooks:
+    def stopped(message: str) -> None:
+        print(message)
+        observer().stopped_early(message)
 
-
-def _stops_early(message: str) -> None:
-    print(message)
-    observer().stopped_early(message)
-
-
-def _side_by_side(spec: RunSpec, llm: LlmConfig | None, finished) -> None:
-    """Start each generation as soon as the generations it learns from are done. When one fails, those already
-    running still finish (and record what they did) before its error ends the run.
-
-    The generations are subflows called from threads (with this flow's context, as Prefect's own task runner
-    does), not tasks: a generation called inside a task would run in that task's transaction, and a failed
-    generation would then take its finished stages' cache records down with it."""
-    running: dict[int, Future] = {}
-    given: dict[int, int] = {}  # children given to each generation still running
-    started = time.monotonic()
-    # Leaving the pool's block, by an error too, waits for every generation still running.
-    with ThreadPoolExecutor(max_workers=spec.overlap + 1, thread_name_prefix="generation") as pool:
-        for generation in range(spec.generations):
-            for done in sorted(g for g in running if g < horizon(generation, spec.overlap)):
-                finished(running.pop(done).result())
-                given.pop(done)
-            candidates = candidates_before(spec, generation, given)
-            stop = spec.limits.stop_reason(generation, candidates, time.monotonic() - started)
-            if stop:
-                _stops_early(f"evolution {spec.run} stops before generation {generation}: {stop}")
-                break
-            given[generation] = spec.limits.children(spec.children, candidates)
-            work = spec.with_children(given[generation])
-            observer().generation_started(generation, work.children)
-            running[generation] = pool.submit(copy_context().run, _overlapping, work, generation, llm)
-        for done in sorted(running):
-            finished(running.pop(done).result())
+    return Hooks(
+        started=lambda g, children: observer().generation_started(g, children), finished=finished, stopped=stopped
+    )
 
 
 def _overlapping(spec: RunSpec, generation: int, llm: LlmConfig | None) -> dict:

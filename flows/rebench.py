@@ -14,9 +14,9 @@ import json
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_table_artifact
 
-from flows.artifacts import artifact_key
 from ksci.evaluate.setup import EvaluationSetup
 from ksci.lineage.store import CandidateMeta, LineageStore
+from ksci.report.generation_summary import artifact_key
 from ksci.run import DEFAULT_STORE
 from tasks.evaluation import submit_candidate
 
@@ -27,8 +27,7 @@ def rebench(
 ) -> list[dict]:
     logger = get_run_logger()
     store = LineageStore(store_root)
-    population = store.read(run)
-    champions = population[population["status"] == "ok"].sort_values("geomean_us").head(top)
+    champions = store.ranked(run, top)
     if champions.empty:
         logger.warning("run %s has no passing candidate to re-time", run)
         return []

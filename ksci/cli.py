@@ -39,6 +39,8 @@ from ksci.evaluate.visibility import gpu_visible, visible_gpus
 from ksci.export.command import add_export_command
 from ksci.lineage.storage import check_store_root
 from ksci.problem.spec import DIALECT_OF_TARGET, ProblemError, load_problem
+from ksci.proposers.registry import kind_of
+from ksci.proposers.registry import names as proposer_names
 from ksci.run import DEFAULT_STORE, OVERLAP_RULE, RunLimits, RunSpec, new_run_name, overlap_allowed
 
 
@@ -151,7 +153,7 @@ def _add_proposer_options(p: argparse.ArgumentParser) -> None:
     """Who writes an evolution's children, the LLM's endpoint and budget, and the GPU simulator."""
     p.add_argument(
         "--proposer",
-        choices=("auto", "tuning", "llm"),
+        choices=("auto", *proposer_names()),
         default="auto",
         help="who writes the children: the LLM scientist, Optuna tuning of the seed templates, or auto "
         "(llm when an endpoint is configured, else tuning) (default: %(default)s)",
@@ -287,7 +289,7 @@ def _check_evolve(args):
     for template in problem.templates_for(DIALECT_OF_TARGET[args.target]):
         check_template(template)  # a Jinja syntax error: one line here, not a traceback in every render task
     proposer, llm = _proposer(args)
-    if proposer == "tuning":
+    if kind_of(proposer).needs_templates:
         from ksci.proposers.space import needs_template
 
         missing = needs_template(problem, DIALECT_OF_TARGET[args.target])
@@ -336,7 +338,7 @@ def _claim_run(args, proposer: str) -> None:
 def _run_spec(args, proposer: str) -> RunSpec:
     """The run's settings from the command line: one RunSpec, which the evolve flow runs."""
     gpus = _gpus(args)
-    overlap = args.overlap if args.overlap is not None else int(proposer == "tuning")
+    overlap = args.overlap if args.overlap is not None else kind_of(proposer).default_overlap
     return RunSpec(
         problem=args.problem,
         target=args.target,
@@ -371,8 +373,8 @@ def _proposer(args):
     """("tuning", None) or ("llm", its configuration); auto picks llm when an endpoint is configured."""
     from ksci.llm.config import LlmConfigError, load_config
 
-    if args.proposer == "tuning":
-        return "tuning", None
+    if args.proposer != "auto" and not kind_of(args.proposer).uses_llm:
+        return args.proposer, None
     try:
         llm = load_config(
             args.llm_config,
@@ -382,9 +384,9 @@ def _proposer(args):
             budget_usd=args.budget_usd,
         )
         if not llm.configured:
-            if args.proposer == "llm":
+            if args.proposer != "auto":
                 raise UsageError(
-                    "--proposer llm needs an endpoint: set KSCI_LLM_BASE_URL (or OPENAI_BASE_URL), or "
+                    f"--proposer {args.proposer} needs an endpoint: set KSCI_LLM_BASE_URL (or OPENAI_BASE_URL), or "
                     "KSCI_LLM_API_KEY / OPENAI_API_KEY for OpenAI, or --llm-base-url, or base_url in ksci.toml"
                 )
             return "tuning", None
@@ -395,7 +397,7 @@ def _proposer(args):
             print(f"ksci: not using the LLM ({exc}); using the tuning proposer", file=sys.stderr)
             return "tuning", None
         raise UsageError(str(exc)) from None
-    return "llm", llm
+    return ("llm" if args.proposer == "auto" else args.proposer), llm
 
 
 def _gpus(args) -> list[str]:

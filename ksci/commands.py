@@ -222,7 +222,7 @@ def cmd_render(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from ksci.profile.records import read_profiles
+    from ksci.profile.store import read_profiles
     from ksci.report.html import build_report  # matplotlib loads for this command only
 
     _check_output(args.output)
@@ -251,7 +251,7 @@ def cmd_status(args) -> int:
         return EXIT_OK
     store, frame = _read_run(args)
     print(format_status(frame, args.run))
-    from ksci.profile.records import profiling_line
+    from ksci.profile.store import profiling_line
 
     if line := profiling_line(store.root, args.run):
         print(line)

@@ -22,12 +22,12 @@ from ksci.evaluate.setup import EvaluationSetup
 from ksci.lineage.parts import check_run
 from ksci.lineage.store import LineageStore
 from ksci.problem.spec import TARGETS
+from ksci.proposers.registry import kind_of
 
 if TYPE_CHECKING:
     from ksci.lineage.identity import RunIdentity
 
 DEFAULT_STORE = str(PROJECT_ROOT / "data" / "runs")
-PROPOSERS = ("tuning", "llm")
 OVERLAP_RULE = (
     "0 or more, and 0 with the llm proposer (an LLM generation learns from the results and findings of the one "
     "just before it)"
@@ -67,7 +67,7 @@ class RunLimits:
 
 def overlap_allowed(overlap: int, proposer: str) -> bool:
     """Whether an evolve run may use this overlap (OVERLAP_RULE says the rule to the user)."""
-    return overlap >= 0 and not (overlap and proposer == "llm")
+    return overlap >= 0 and not (overlap and kind_of(proposer).uses_llm)
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ class RunSpec:
     gpus: tuple[str, ...] = ("0",)
     # None: real GPUs. "": the simulator with made-up timings. A path: the simulator replaying a recording.
     simulate: str | None = None
-    proposer: str = "tuning"  # "tuning" (Optuna over the seed templates) or "llm" (the LLM scientist)
+    proposer: str = "tuning"  # a name of ksci.proposers.registry: "tuning" (Optuna), "llm" (the LLM scientist), ...
     llm_config: str | None = None  # a ksci.toml path, for a process given no LlmConfig object (a deployment's)
     overlap: int = 0  # generations a new one may overlap (ksci.proposers.overlap)
     generation_deployment: str | None = None  # run each generation as a flow run of this deployment
@@ -100,8 +100,7 @@ class RunSpec:
     limits: RunLimits = field(default_factory=RunLimits)
 
     def __post_init__(self) -> None:
-        if self.proposer not in PROPOSERS:
-            raise ValueError(f"proposer {self.proposer!r}: expected 'tuning' or 'llm'")
+        kind_of(self.proposer)  # a ValueError naming the registered proposers
         if not overlap_allowed(self.overlap, self.proposer):
             raise ValueError(f"overlap {self.overlap}: expected {OVERLAP_RULE}")
         if self.target not in TARGETS:

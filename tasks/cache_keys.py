@@ -1,5 +1,5 @@
 """The parts of the tasks' cache keys that are not their inputs (compile, verify and benchmark, render, compose,
-hipify, hypothesize).
+hipify, a proposer's step).
 
 Prefect keys a task on its inputs and its own source (INPUTS + TASK_SOURCE). A verdict also depends on code and
 files that are no input: the harness that verifies and times, the problem's spec and reference, the GPU and its
@@ -156,7 +156,7 @@ class HipifyCode(CachePolicy):
 
 
 class ProposerCode(CachePolicy):
-    """Keys the hypothesize task on the proposer's code and the problem's templates and spec."""
+    """Keys a proposer's cached step (tasks/stages.py: proposer_step) on the proposers' code and the problem's templates and spec."""
 
     def compute_key(
         self, task_ctx: TaskRunContext, inputs: dict[str, Any], flow_parameters: dict[str, Any], **kwargs: Any

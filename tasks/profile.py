@@ -5,7 +5,7 @@ The key is the source's hash, the problem, the target, the shape, the GPU it was
 line: a new ncu or another GPU profiles again; nothing else does. A run without a profile (no profiler, no
 permission, a timeout) is a value in the digest ("no profile: why"); inside the task it raises NoProfile, so that
 Prefect caches no failure and a rerun after fixing the permission profiles. profile_step gives the proposers'
-Steps.profile: (source, candidate_id) -> the digest, recorded in the run's store (ksci.profile.records);
+Steps.profile: (source, candidate_id) -> the digest, recorded in the run's store (ksci.profile.store);
 profile_best profiles the run's best kernel once, at the end of the evolution (flows/evolve.py).
 """
 
@@ -26,11 +26,11 @@ from ksci.lineage.store import LineageStore
 from ksci.problem.roofline import peaks_for
 from ksci.problem.spec import load_problem, shape_key
 from ksci.profile.digest import digest
-from ksci.profile.record import ProfileResult
-from ksci.profile.records import record_profile
+from ksci.profile.result import ProfileResult
 from ksci.profile.run import TOOL_OF_TARGET, find_profiler, profiler_version
 from ksci.profile.stage import default_shape, profile_source
 from ksci.profile.standing import shape_standing
+from ksci.profile.store import record_profile
 from ksci.profile.view import best_row
 
 PROFILE_TIMEOUT_S = 300.0

@@ -1,10 +1,10 @@
-"""The Prefect tasks of a generation's proposing stages (read the population, select, hypothesize, render), each
+"""The Prefect tasks of a generation's proposing stages (read the population, select, a proposer's cached step, render), each
 body a call into the plain core (ksci/), and the retry condition every task uses. The evaluation's tasks and the
 chain a candidate goes through are tasks/evaluation.py.
 
 Caching: a task's result is keyed by its inputs and its source (INPUTS + TASK_SOURCE), and persisted under
-data/prefect, so rerunning a generation reuses what finished; render on the problem's templates, hypothesize on
-the proposer's code: tasks/cache_keys.py.
+data/prefect, so rerunning a generation reuses what finished; render on the problem's templates, a proposer's step
+on the proposers' code: tasks/cache_keys.py.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE
 from ksci.lineage.store import LineageStore
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import load_problem
-from ksci.proposers.optuna_search import propose_tuning
+from ksci.proposers.registry import kind_of
 from ksci.proposers.select import Selection, select_parents
 from ksci.proposers.space import Proposal
 from tasks.cache_keys import PROPOSAL_CACHE, RENDER_CACHE
@@ -52,8 +52,9 @@ def select(strategy: str, population: pd.DataFrame, count: int, seed: int) -> li
     return select_parents(strategy, population, count, seed)
 
 
-@task(name="hypothesize", cache_policy=PROPOSAL_CACHE)
-def hypothesize(
+@task(name="proposer-step", cache_policy=PROPOSAL_CACHE)
+def proposer_step(
+    proposer: str,
     problem: str,
     dialect: str,
     population: pd.DataFrame,
@@ -62,7 +63,10 @@ def hypothesize(
     seed: int,
     in_flight: list[Proposal] | None = None,
 ) -> list[Proposal]:
-    return propose_tuning(load_problem(problem), dialect, population, selections, count, seed, in_flight)
+    """The cached step of the registered proposer `proposer` (the tuning proposer's: Optuna over the templates'
+    parameters, ksci.proposers.optuna_search.propose_tuning)."""
+    step = kind_of(proposer).step_function()
+    return step(load_problem(problem), dialect, population, selections, count, seed, in_flight)
 
 
 @task(name="render", cache_policy=RENDER_CACHE)

@@ -11,7 +11,7 @@ import pytest
 
 from ksci.profile import ncu, rocprof, run
 from ksci.profile.digest import digest, roofline_class
-from ksci.profile.record import ProfileResult
+from ksci.profile.result import ProfileResult
 from ksci.profile.run import ProfileRequest, profile_library
 
 DATA = Path(__file__).parent / "data" / "profile"
@@ -139,7 +139,7 @@ def test_ksci_profile_without_a_profiler_prints_no_profile(tmp_path, monkeypatch
 
 
 def test_profiles_are_recorded_per_generation_and_summed_for_status(tmp_path):
-    from ksci.profile.records import profiling_line, read_profiles, record_profile
+    from ksci.profile.store import profiling_line, read_profiles, record_profile
 
     kernels = ncu_kernels("ncu_raw_handwritten_h100.csv")
     ok = ProfileResult(True, "ncu", "2025.1", gpu="H100", shape={"m": 1}, kernels=kernels, seconds=12.25)

@@ -15,7 +15,7 @@ from support.synthetic_lineage import write_synthetic_run
 from ksci.evaluate.setup import EvaluationSetup
 from ksci.lineage.store import LineageStore
 from ksci.profile import run
-from ksci.profile.records import read_profiles
+from ksci.profile.store import read_profiles
 from tasks.profile import profile_best
 
 ROOT = Path(__file__).resolve().parent.parent

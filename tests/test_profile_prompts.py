@@ -27,8 +27,8 @@ from ksci.problem.render import render_kernel
 from ksci.problem.spec import load_problem, shape_key
 from ksci.profile import run
 from ksci.profile.digest import digest
-from ksci.profile.records import record_profile
 from ksci.profile.run import ProfileRequest, profile_library
+from ksci.profile.store import record_profile
 from ksci.proposers.protocol import GenerationContext, Steps
 from ksci.proposers.scientist import ScientistProposer
 from ksci.run import RunSpec

@@ -125,8 +125,8 @@ def test_the_go_ahead_carries_the_incumbents_and_only_with_race(monkeypatch):
 
 @pytest.mark.parametrize("race", [True, False])
 def test_the_flow_races_each_candidate_against_its_population_only_with_race(monkeypatch, race):
-    from flows import evolve as flow
     from ksci.run import RunSpec
+    from tasks import steps
 
     submitted, its_baselines = [], object()
 
@@ -134,11 +134,11 @@ def test_the_flow_races_each_candidate_against_its_population_only_with_race(mon
         submitted.append((race, baselines))
         return SimpleNamespace(recorded=SimpleNamespace(add_done_callback=lambda f: None))
 
-    monkeypatch.setattr(flow, "submit_candidate", submit_candidate)
-    monkeypatch.setattr(flow, "generation_baselines", SimpleNamespace(submit=lambda *args: its_baselines))
+    monkeypatch.setattr(steps, "submit_candidate", submit_candidate)
+    monkeypatch.setattr(steps, "generation_baselines", SimpleNamespace(submit=lambda *args: its_baselines))
     population = pd.DataFrame([{"status": "ok", "shape_times_json": json.dumps({KEY: 10.0})}])
     spec = RunSpec(problem="fp8_gemm", run="r", simulate="", race=race)
-    flow._steps(spec, 1, None, population).submit("source", SimpleNamespace(generation=1))
+    steps.generation_steps(spec, 1, None, population).submit("source", SimpleNamespace(generation=1))
     assert submitted == [(((KEY, 10.0),) if race else (), its_baselines)]
 
 

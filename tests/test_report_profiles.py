@@ -15,8 +15,8 @@ from ksci.cli import main
 from ksci.lineage.store import LineageStore
 from ksci.profile import ncu
 from ksci.profile.digest import digest
-from ksci.profile.record import ProfileResult
-from ksci.profile.records import read_profiles, record_profile
+from ksci.profile.result import ProfileResult
+from ksci.profile.store import read_profiles, record_profile
 from ksci.report.html import build_report
 from ksci.report.profiles import BEST_NOT_RECORDED, NOT_RECORDED
 

@@ -60,7 +60,7 @@ def test_a_spec_survives_a_deployments_json_parameters():
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"proposer": "magic"}, "proposer 'magic': expected 'tuning' or 'llm'"),
+        ({"proposer": "magic"}, "proposer 'magic': expected one of 'tuning', 'llm'"),
         ({"overlap": -1}, "overlap -1: expected 0 or more"),
         ({"overlap": 1, "proposer": "llm"}, "overlap 1: expected 0 or more, and 0 with the llm proposer"),
     ],

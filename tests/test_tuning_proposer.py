@@ -1,4 +1,4 @@
-"""The tuning proposer as a Proposer (ksci.proposers.tuning_proposer), as plain Python: select and hypothesize are
+"""The tuning proposer as a Proposer (ksci.proposers.tuning_proposer), as plain Python: select and its cached step are
 the plain functions the Prefect tasks call, render and submit are fakes. Its search itself: tests/test_propose.py;
 under Prefect, on the simulator: tests/test_flows.py."""
 
@@ -20,7 +20,8 @@ from ksci.run import RunSpec
 
 
 def _steps(submitted: list) -> Steps:
-    def hypothesize(problem, dialect, population, selections, count, seed, in_flight):
+    def proposer_step(name, problem, dialect, population, selections, count, seed, in_flight):
+        assert name == "tuning"
         return propose_tuning(load_problem(problem), dialect, population, selections, count, seed, in_flight)
 
     return Steps(
@@ -28,7 +29,7 @@ def _steps(submitted: list) -> Steps:
         wait=lambda chains: None,
         verdict=lambda chain: None,
         select=select_parents,
-        hypothesize=hypothesize,
+        proposer_step=proposer_step,
         render=lambda problem, dialect, template, params: f"render {template} {sorted(params.items())}",
         compose=lambda problem, dialect, plan: f"compose {plan}",
         logger=logging.getLogger("test_tuning_proposer"),

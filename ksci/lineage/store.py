@@ -144,7 +144,7 @@ class Candidate:
     candidate_id: str  # first 16 hex digits of ksci.evaluate.compile.source_hash(source)
     parent_id: str | None = None
     reference_id: str | None = None
-    proposer: str  # one of PROPOSERS
+    proposer: str  # one of PROPOSERS, or another registered proposer's name (ksci.proposers.registry)
     hypothesis: str = ""
     template: str | None = None
     params_json: str | None = None  # json.dumps(params, sort_keys=True)
@@ -339,11 +339,16 @@ class LineageStore:
 
     def best(self, run: str) -> pd.Series | None:
         """The row with the lowest geomean among candidates whose status is ok (ties: smallest candidate_id)."""
+        ranked = self.ranked(run)
+        return None if ranked.empty else ranked.iloc[0]
+
+    def ranked(self, run: str, top: int | None = None) -> pd.DataFrame:
+        """The candidates whose status is ok, fastest first by geomean (ties: smallest candidate_id); `top`: the
+        first that many."""
         frame = self.read(run)
         ok = frame[(frame["status"] == str(Status.OK)) & frame["geomean_us"].notna()]
-        if ok.empty:
-            return None
-        return ok.sort_values(["geomean_us", "candidate_id"], kind="stable").iloc[0]
+        ranked = ok.sort_values(["geomean_us", "candidate_id"], kind="stable")
+        return ranked if top is None else ranked.head(top)
 
     def generations(self, run: str) -> int:
         """How many generations the run has: one more than the highest generation number (0 when empty)."""

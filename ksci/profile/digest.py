@@ -6,7 +6,7 @@ compute and the memory side means latency, not a roof, holds the kernel back).
 
 from __future__ import annotations
 
-from ksci.profile.record import KernelProfile, ProfileResult
+from ksci.profile.result import KernelProfile, ProfileResult
 
 ROOF_PCT = 60.0
 TOP_STALLS = 4

@@ -18,7 +18,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-from ksci.profile.record import BYTES, RATE, TIME_US, KernelProfile, Stall, mean, number, scaled
+from ksci.profile.result import BYTES, RATE, TIME_US, KernelProfile, Stall, mean, number, scaled
 
 SECTIONS = (
     "SpeedOfLight",

@@ -15,7 +15,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-from ksci.profile.record import KernelProfile, mean, number
+from ksci.profile.result import KernelProfile, mean, number
 
 PASSES = (("MfmaUtil", "VALUBusy"), ("OccupancyPercent", "LDSBankConflict"), ("MemUnitBusy", "FetchSize", "WriteSize"))
 INPUT_NAME = "rocprofv3_input.json"

@@ -20,7 +20,7 @@ from pathlib import Path
 from ksci import PROJECT_ROOT
 from ksci.devices import current_lease
 from ksci.profile import ncu, rocprof
-from ksci.profile.record import ProfileResult
+from ksci.profile.result import ProfileResult
 
 TOOL_OF_TARGET = {"cuda": "ncu", "rocm": "rocprofv3"}
 PLACES = {

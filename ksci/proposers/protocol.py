@@ -1,9 +1,10 @@
 """What a proposer is: given a generation's context, it proposes children and hands each to the evaluation; after
 the generation it may conclude something from the rows (the LLM's findings). Two implement it: the tuning proposer
 (ksci.proposers.tuning_proposer: seeds, then Optuna over the templates) and the LLM scientist
-(ksci.proposers.scientist). The flow chooses one from the RunSpec (ksci.proposers.choice) and never asks which.
+(ksci.proposers.scientist). The flow chooses one from the RunSpec through the registry (ksci.proposers.registry, ksci.proposers.choice) and
+never asks which.
 
-The steps that are Prefect tasks (select, hypothesize, render, compose, the LLM call, a candidate's evaluation
+The steps that are Prefect tasks (select, a proposer's cached step, render, compose, the LLM call, a candidate's evaluation
 chain, the wait for it) come in as callables (Steps), so that the proposers are plain Python, tested with fakes.
 """
 
@@ -40,7 +41,9 @@ class Steps:
     wait: Callable[[list[Chain]], None]  # until every chain is recorded (or failed)
     verdict: Callable[[Chain], Verdict | None]  # a finished chain's verdict; None when its stages failed
     select: Callable[..., list] | None = None  # (strategy, population, count, seed) -> selections
-    hypothesize: Callable[..., list] | None = None  # (problem, dialect, population, selections, count, seed, in_flight)
+    # A registered proposer's cached step (ksci.proposers.registry): (name, problem, dialect, population, selections,
+    # count, seed, in_flight) -> proposals
+    proposer_step: Callable[..., list] | None = None
     render: Callable[..., Any] | None = None  # (problem, dialect, template, params) -> pending source
     compose: Callable[..., Any] | None = None  # (problem, dialect, plan) -> pending source
     ask: Callable[..., PendingAnswer] | None = None  # (config, request, ledger) -> the call, sent

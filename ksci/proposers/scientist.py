@@ -31,7 +31,7 @@ from ksci.llm.ledger import LlmLedger
 from ksci.llm.request import Answer, Ledger, StageRequest
 from ksci.problem.contract import hide_held_out
 from ksci.problem.spec import SUFFIX_OF_DIALECT, load_problem
-from ksci.profile.records import base_profile
+from ksci.profile.store import base_profile
 from ksci.profile.view import NO_PROFILE_STEP, hardware_view
 from ksci.proposers.protocol import GenerationContext, Proposed, Proposer, Steps
 from ksci.run import RunSpec
@@ -317,3 +317,12 @@ def _experiments(population: pd.DataFrame, base_id: str) -> list[designer.Experi
         )
         for _, r in children.iterrows()
     ]
+
+
+def make(llm: LlmConfig | None) -> ScientistProposer:
+    """The registry's factory (ksci.proposers.registry): the LLM scientist, seeded by the tuning proposer."""
+    if llm is None:
+        raise ValueError("the llm proposer needs an LLM configuration")
+    from ksci.proposers.tuning_proposer import TuningProposer
+
+    return ScientistProposer(llm, seeds=TuningProposer())

@@ -15,6 +15,8 @@ from ksci.proposers.protocol import GenerationContext, Proposed, Steps
 from ksci.proposers.space import Proposal, space_note
 from ksci.run import RunSpec
 
+NAME = "tuning"  # its entry in ksci.proposers.registry
+
 
 class TuningProposer:
     def propose(self, context: GenerationContext, steps: Steps) -> Proposed:
@@ -41,8 +43,8 @@ class TuningProposer:
         spec, seed = context.spec, context.turn_seed
         in_flight = overlap.in_flight(spec.store_root, spec.run, context.generation, spec.overlap)
         selections = steps.select(spec.strategy, context.population, spec.children, seed)
-        proposals = steps.hypothesize(
-            spec.problem, context.dialect, context.population, selections, spec.children, seed, in_flight or None
+        proposals = steps.proposer_step(
+            NAME, spec.problem, context.dialect, context.population, selections, spec.children, seed, in_flight or None
         )
         if spec.overlap:
             overlap.post(spec.store_root, spec.run, context.generation, proposals)
@@ -68,3 +70,8 @@ class TuningProposer:
             params=proposal.params,
             params_by_shape=proposal.by_shape,
         )
+
+
+def make(llm=None) -> TuningProposer:
+    """The registry's factory (ksci.proposers.registry): tuning reads no LLM configuration."""
+    return TuningProposer()

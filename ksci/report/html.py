@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 
-from ksci.profile.records import ProfileRecord
+from ksci.profile.store import ProfileRecord
 from ksci.report.facts import (
     by_id,
     describe,
@@ -68,7 +68,7 @@ ul.profiles{padding-left:20px}ul.profiles li{margin:2px 0}
 
 def build_report(frame: pd.DataFrame, read_source: Callable[[str], str], profiles: Sequence[ProfileRecord] = ()) -> str:
     """The whole page for one run's lineage; `read_source` maps a row's source_path to the kernel source;
-    `profiles`: what the run's profiler saw (ksci.profile.records.read_profiles), none for a run without any."""
+    `profiles`: what the run's profiler saw (ksci.profile.store.read_profiles), none for a run without any."""
     if frame.empty:
         return _page("empty run", "<p>No candidates recorded.</p>")
     first, sim = frame.iloc[0], simulated(frame)

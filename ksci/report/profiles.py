@@ -1,5 +1,5 @@
 """The report's "What the profiler saw": the digest the LLM was told for each generation's Base, and the run's best
-kernel's, as the run recorded them under <run>/profiles/ (ksci.profile.records.read_profiles).
+kernel's, as the run recorded them under <run>/profiles/ (ksci.profile.store.read_profiles).
 
 Where there is no profile the section says so and why ("no profile: ..."), as the prompts did; a generation with no
 record at all had no profile step (the tuning proposer, or `ksci evolve --no-profile`). Every text is escaped: a
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from ksci.profile.records import ProfileRecord
+from ksci.profile.store import ProfileRecord
 from ksci.report.facts import short_id
 
 NOT_RECORDED = "no profile: none was recorded for this generation (a proposer without a profile step, or --no-profile)"
