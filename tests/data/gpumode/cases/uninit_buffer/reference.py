@@ -1,5 +1,5 @@
 import torch
-from utils import make_match_reference, DeterministicContext
+from utils import DeterministicContext, make_match_reference
 
 
 def generate_input(m: int, n: int, k: int, seed: int):
