@@ -5,6 +5,7 @@ refused, the one-line reason, and the totals per source.
     python benchmarks/import_corpus.py --gpumode /path/reference-kernels --kernelbench /path/KernelBench
     python benchmarks/import_corpus.py --gpumode DIR --only amd/moe pmpp_v2/sort     (these tasks only)
     python benchmarks/import_corpus.py ... --dest DIR      (keep the imported folders there; a temporary one else)
+    python benchmarks/import_corpus.py --kernelbench DIR --kernelbench-in-process   (no child per file: faster)
 
 The commit of each checkout (git rev-parse HEAD, where it is a git work tree) is printed above its table. CPU only:
 the importer runs references on small real CPU tensors (docs/problem-format.md, "Imported problems").
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -69,13 +71,41 @@ def import_one(fmt: str, label: str, path: Path, dest: Path, timeout: float) -> 
     return "error", f"the importer crashed: {tail}", time.monotonic() - started
 
 
-def run_source(fmt: str, items: list[tuple[str, Path]], dest: Path, timeout: float, jobs: int) -> list[tuple]:
+def import_here(fmt: str, label: str, path: Path, dest: Path, timeout: float) -> tuple[str, str, float]:
+    """import_one in this process (no child's start-up per file: KernelBench's 250 files), SIGALRM as the limit."""
+    from ksci.importers.kernelbench import import_kernelbench
+
+    started = time.monotonic()
+
+    def alarm(signum, frame):
+        raise TimeoutError
+
+    signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        result = import_kernelbench(path, _name(label), dest, replace=True)
+    except TimeoutError:
+        return "refused", f"timeout: the import took over {timeout:.0f} s", time.monotonic() - started
+    except Exception as exc:
+        return "error", f"the importer crashed: {type(exc).__name__}: {exc}"[:300], time.monotonic() - started
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    verdict = ("refused", str(result)) if hasattr(result, "construct") else ("imported", "")
+    return *verdict, time.monotonic() - started
+
+
+def run_source(
+    fmt: str, items: list[tuple[str, Path]], dest: Path, timeout: float, jobs: int, here: bool = False
+) -> list[tuple]:
     def one(item):
         label, path = item
-        verdict, reason, seconds = import_one(fmt, label, path, dest, timeout)
+        run = import_here if here else import_one
+        verdict, reason, seconds = run(fmt, label, path, dest, timeout)
         print(f"  {label}: {verdict} {reason} ({seconds:.0f} s)", file=sys.stderr, flush=True)
         return label, verdict, reason, seconds
 
+    if here:  # SIGALRM: the main thread
+        return [one(item) for item in items]
     with ThreadPoolExecutor(jobs) as pool:
         return list(pool.map(one, items))
 
@@ -102,6 +132,9 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds per import (default 180)")
     parser.add_argument("--jobs", type=int, default=1, help="imports at once (default 1)")
     parser.add_argument("--dest", type=Path, help="where the imported folders go (default: a temporary folder)")
+    parser.add_argument(
+        "--kernelbench-in-process", action="store_true", help="KernelBench files in this process, one at a time"
+    )
     args = parser.parse_args()
     dest = args.dest or Path(tempfile.mkdtemp(prefix="ksci-corpus-"))
     sources = [("gpumode", args.gpumode, gpumode_tasks), ("kernelbench", args.kernelbench, kernelbench_files)]
@@ -109,7 +142,11 @@ def main() -> int:
         if checkout is None:
             continue
         items = [i for i in lister(checkout) if not args.only or i[0] in args.only]
-        rows = run_source(fmt, items, dest / fmt, args.timeout, args.jobs)
+        here = fmt == "kernelbench" and args.kernelbench_in_process
+        if here:
+            os.environ["KSCI_KERNELS_DIR"] = str(dest / fmt)
+            sys.path.insert(0, str(ROOT))
+        rows = run_source(fmt, items, dest / fmt, args.timeout, 1 if here else args.jobs, here)
         print_table(f"{fmt} {checkout}", commit_of(checkout), rows)
     print(f"\nimported folders: {dest}")
     return 0
