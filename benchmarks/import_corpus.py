@@ -73,18 +73,19 @@ def import_one(fmt: str, label: str, path: Path, dest: Path, timeout: float) -> 
 
 def import_here(fmt: str, label: str, path: Path, dest: Path, timeout: float) -> tuple[str, str, float]:
     """import_one in this process (no child's start-up per file: KernelBench's 250 files), SIGALRM as the limit."""
+    from ksci.importers.gpumode_probe import Expired
     from ksci.importers.kernelbench import import_kernelbench
 
     started = time.monotonic()
 
     def alarm(signum, frame):
-        raise TimeoutError
+        raise Expired  # a BaseException: the importer's `except Exception` does not swallow it
 
     signal.signal(signal.SIGALRM, alarm)
     signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
         result = import_kernelbench(path, _name(label), dest, replace=True)
-    except TimeoutError:
+    except Expired:
         return "refused", f"timeout: the import took over {timeout:.0f} s", time.monotonic() - started
     except Exception as exc:
         return "error", f"the importer crashed: {type(exc).__name__}: {exc}"[:300], time.monotonic() - started

@@ -56,6 +56,8 @@ class Unmappable(Exception):
     """Raised inside an importer, turned into an ImportFailure at its edge."""
 
     def __init__(self, construct: str, message: str) -> None:
+        message = " ".join(message.split())  # one line, whatever an exception's text held
+        message = message if len(message) <= 400 else message[:397] + "..."
         super().__init__(f"{construct}: {message}")
         self.failure = ImportFailure(construct, message)
 

@@ -66,6 +66,9 @@ def _import(task_dir: Path, requested: str | None, dest: Path, replace: bool) ->
     if clash:
         raise Unmappable("name clash", f"{', '.join(sorted(clash))} is both a tensor and a shape key")
     layouts = {t.name: f"{' x '.join(map(str, t.shape))} at the first benchmark, {t.layout}" for t in specs}
+    for output, tensor in zip(outputs, probes[0]["outputs"], strict=True):
+        if output in layouts and not tensor.is_contiguous():
+            layouts[output] += f" (the reference returns it with strides {tuple(tensor.stride())}; values compared)"
     rtol = max(p["tolerance"][0] for p in probes)
     atol = max(p["tolerance"][1] for p in probes)
     parts = common.SpecParts(
@@ -209,10 +212,8 @@ def _specs(probe: dict, outputs: dict[str, dict]) -> list[TensorSpec]:
     specs = [tensor_spec(n, t, "output" if n in buffers else "input") for n, t in probe["leaves"]]
     for (name, kind), out in zip(outputs.items(), probe["outputs"], strict=True):
         if kind["from"] != "buffer":
-            spec = tensor_spec(name, out, "output")
-            if spec.layout != "row-major":  # the kernel writes a dense buffer; values are compared, not strides
-                spec = replace(spec, layout=f"row-major (the reference returns it with {spec.layout})")
-            specs.append(spec)
+            spec = tensor_spec(name, out, "output")  # refuses a layout with gaps or overlap
+            specs.append(replace(spec, layout="row-major"))  # the kernel writes a dense buffer; values compared
     return specs
 
 
@@ -240,7 +241,17 @@ def _agreed_specs(per_probe: list[list[TensorSpec]], probes: list[dict]) -> list
                 same = False
         if not same:
             where = {k: v for k, v in one["shape"].items() if k != "seed"}
-            raise Unmappable("tensors vary with the shape", f"at {where} the data's names, dtypes or layouts differ")
+            mine = {t.name: (t.dtype, t.layout) for t in specs}
+            theirs_by = {t.name: (t.dtype, t.layout) for t in theirs}
+            diff = [
+                f"{n}: {mine.get(n)} vs {theirs_by.get(n)}"
+                for n in {*mine, *theirs_by}
+                if mine.get(n) != theirs_by.get(n)
+            ]
+            raise Unmappable(
+                "tensors vary with the shape",
+                f"at {where}: {'; '.join(sorted(diff))[:200]}: one entry point needs one dtype and layout per tensor",
+            )
     return specs
 
 

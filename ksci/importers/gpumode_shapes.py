@@ -36,10 +36,12 @@ def read_shapes(task: dict) -> Shapes:
     cases = _cases(every)
     seeded = any("seed" not in s for s in every)
     out = {key: [_encode(s, cases, i) for i, s in enumerate(shapes)] for key, shapes in raw.items()}
-    keys = {tuple(s) for s in out["tests"] + out["benchmarks"]}
+    order = list(out["benchmarks"][0])
+    keys = {frozenset(s) for s in out["tests"] + out["benchmarks"]}
     if len(keys) != 1:
-        raise Unmappable("task.yml shapes", "every test and benchmark shape must have the same keys, in one order")
-    return Shapes(out["tests"], out["benchmarks"], cases, seeded)
+        raise Unmappable("task.yml shapes", "every test and benchmark shape must have the same keys")
+    ordered = {key: [{k: s[k] for k in order} for s in shapes] for key, shapes in out.items()}  # one key order
+    return Shapes(ordered["tests"], ordered["benchmarks"], cases, seeded)
 
 
 def decode(shape: dict, cases: dict[str, list]) -> dict:

@@ -148,13 +148,25 @@ def _probe(ns: dict, shape: dict, device: str = "meta"):
             return _probe(ns, shape, "cpu")
         raise Unmappable("the model does not run", f"at {shape}: {type(exc).__name__}: {exc}") from None
     if isinstance(out, tuple | list | dict):
+        items = out.values() if isinstance(out, dict) else out
+        kinds = ", ".join(_kind(v) for v in items)[:160]
         raise Unmappable(
             "several outputs",
-            f"forward returns {len(out)} values ({type(out).__name__}); one output tensor is supported",
+            f"forward returns a {'tuple' if isinstance(out, tuple) else type(out).__name__} of {len(out)} ({kinds}); "
+            "a KernelBench problem maps one tensor",
         )
     if not isinstance(out, torch.Tensor):
         raise Unmappable("non-tensor output", f"forward returns a {type(out).__name__}")
     return model, inputs, out, counter.get_total_flops()
+
+
+_DROPOUT = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d, torch.nn.AlphaDropout)
+
+
+def _kind(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"{str(value.dtype).removeprefix('torch.')} {tuple(value.shape)}"
+    return type(value).__name__
 
 
 def _input_names(model_class, count: int, taken: set[str]) -> list[str]:
@@ -210,10 +222,13 @@ def _check_semantics(ns: dict, shape: dict, names: list[str], params: dict) -> N
             torch.manual_seed(2)
             second = model(*inputs)
     if not torch.allclose(first, second, rtol=0, atol=0, equal_nan=True):
-        raise Unmappable(
-            "randomness inside forward",
-            "two calls on the same inputs differ (dropout in training mode, torch.rand...): no fixed reference",
+        dropouts = [f"{n} (p={m.p})" for n, m in model.named_modules() if isinstance(m, _DROPOUT) and m.p > 0]
+        why = (
+            f"needs training mode: {', '.join(dropouts)[:120]} drops at random"
+            if dropouts
+            else "torch.rand or another draw inside forward"
         )
+        raise Unmappable("randomness inside forward", f"two calls on the same inputs differ: {why}; no fixed reference")
 
 
 def _row(ns: dict, shape: dict, names: list[str], params: dict) -> dict:
