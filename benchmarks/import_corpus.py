@@ -120,9 +120,12 @@ def print_table(title: str, commit: str, rows: list[tuple]) -> None:
     print(f"\n{title}: {imported} of {len(rows)} imported, {len(rows) - imported} refused", flush=True)
 
 
-def commit_of(checkout: Path) -> str:
+def commit_of(checkout: Path, given: str | None) -> str:
+    """--commit's value, else the checkout's git HEAD (a copy that is no work tree: "unknown")."""
+    if given:
+        return given
     done = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True)
-    return done.stdout.strip() or os.environ.get(f"COMMIT_{checkout.name.upper().replace('-', '_')}", "unknown")
+    return done.stdout.strip() or "unknown"
 
 
 def main() -> int:
@@ -130,6 +133,9 @@ def main() -> int:
     parser.add_argument("--gpumode", type=Path, help="a reference-kernels checkout (its problems/ folder)")
     parser.add_argument("--kernelbench", type=Path, help="a KernelBench checkout (KernelBench/level1..3)")
     parser.add_argument("--only", nargs="*", help="these task labels only (as the table names them)")
+    parser.add_argument("--gpumode-commit", help="the commit of --gpumode, where it is a copy, not a git work tree")
+    parser.add_argument("--kernelbench-commit", help="the commit of --kernelbench, likewise")
+    parser.add_argument("--every", type=int, default=1, help="every Nth item only (a sample; default: all)")
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds per import (default 180)")
     parser.add_argument("--jobs", type=int, default=1, help="imports at once (default 1)")
     parser.add_argument("--dest", type=Path, help="where the imported folders go (default: a temporary folder)")
@@ -142,13 +148,13 @@ def main() -> int:
     for fmt, checkout, lister in sources:
         if checkout is None:
             continue
-        items = [i for i in lister(checkout) if not args.only or i[0] in args.only]
+        items = [i for i in lister(checkout) if not args.only or i[0] in args.only][:: args.every]
         here = fmt == "kernelbench" and args.kernelbench_in_process
         if here:
             os.environ["KSCI_KERNELS_DIR"] = str(dest / fmt)
             sys.path.insert(0, str(ROOT))
         rows = run_source(fmt, items, dest / fmt, args.timeout, 1 if here else args.jobs, here)
-        print_table(f"{fmt} {checkout}", commit_of(checkout), rows)
+        print_table(f"{fmt} {checkout}", commit_of(checkout, getattr(args, f"{fmt}_commit")), rows)
     print(f"\nimported folders: {dest}")
     return 0
 

@@ -54,7 +54,16 @@ def _import(task_dir: Path, requested: str | None, dest: Path, replace: bool) ->
     ns = _execute(task_dir, text)
     names = _data_names(text)
     budget = Budget()
-    probes = [probe(ns, shape, shapes.cases, names, budget) for shape in [*shapes.benchmarks, *shapes.tests]]
+    try:
+        probes = [probe(ns, shape, shapes.cases, names, budget) for shape in [*shapes.benchmarks, *shapes.tests]]
+    except Unmappable as exc:
+        if exc.failure.construct == "the reference does not run" and "_scaled_mm" in text and "float4" in text:
+            raise Unmappable(
+                "Blackwell-only operation",
+                "the reference calls torch._scaled_mm on block-scaled FP4 (NVFP4), which runs on NVIDIA Blackwell "
+                "(sm_100) GPUs only: import it on one",
+            ) from None
+        raise
     with budget.real(f"the checks at {smallest(shapes.tests)}"):
         kinds = Semantics(ns, smallest(shapes.tests), shapes.cases, names).kinds(_output_names(text, probes[0]))
     outputs = _named_outputs(kinds, [n for n, _ in probes[0]["leaves"]])

@@ -27,6 +27,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from ksci.importers import common
 from ksci.importers.common import ImportedProblem, ImportFailure, TensorSpec, Unmappable, tensor_spec
+from ksci.importers.gpumode_probe import probe_device
 from ksci.importers.runtime import DEVICE_NOTE, build_model, execute, seeded
 from ksci.problem.spec import kernels_dir
 
@@ -145,7 +146,7 @@ def _probe(ns: dict, shape: dict, device: str = "meta"):
         raise
     except Exception as exc:
         if device == "meta":
-            return _probe(ns, shape, "cpu")
+            return _probe(ns, shape, probe_device())
         raise Unmappable("the model does not run", f"at {shape}: {type(exc).__name__}: {exc}") from None
     if isinstance(out, tuple | list | dict):
         items = out.values() if isinstance(out, dict) else out
@@ -203,10 +204,11 @@ def _smaller(ns: dict, bench: dict, sizes: set[int]) -> dict | None:
 
 
 def _check_semantics(ns: dict, shape: dict, names: list[str], params: dict) -> None:
-    """On the CPU: forward must leave its inputs and parameters alone and give the same output twice."""
-    with seeded(7, "cpu"):
+    """On the probe device: forward must leave its inputs and parameters alone and give the same output twice."""
+    device = probe_device()  # a GPU where the importing machine has one, else the CPU
+    with seeded(7, device):
         torch.manual_seed(7)
-        model, inputs = build_model(ns, shape, "cpu")
+        model, inputs = build_model(ns, shape, device)
         parameters = dict(model.named_parameters())
         watched = {
             **dict(zip(names, inputs, strict=True)),
