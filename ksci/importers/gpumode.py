@@ -48,10 +48,11 @@ def import_gpumode(
 def _import(task_dir: Path, requested: str | None, dest: Path, replace: bool) -> ImportedProblem:
     task, text = _read(task_dir)
     name = common.problem_name(requested, task_dir.resolve().name)
-    shapes = read_shapes(task)
-    if task.get("multi_gpu") or task.get("world_size") or "world_size" in shapes.benchmarks[0]:
+    shape_keys = {k for key in ("tests", "benchmarks") for s in task.get(key) or [] if isinstance(s, dict) for k in s}
+    if task.get("multi_gpu") or task.get("world_size") or "world_size" in shape_keys:
         raise Unmappable("several GPUs", "the task runs on several GPUs (torch.distributed); a problem runs on one")
     ns = _execute(task_dir, text)
+    shapes = read_shapes(task, _defaults(ns["generate_input"]))
     names = _data_names(text)
     budget = Budget()
     try:
@@ -98,6 +99,16 @@ def _import(task_dir: Path, requested: str | None, dest: Path, replace: bool) ->
     root = common.write_problem(dest, name, files, replace)
     notes = (f"outputs: {', '.join(outputs)}", *(f"case {k}: {v}" for k, v in shapes.cases.items()))
     return ImportedProblem(name, root, len(shapes.tests), len(shapes.benchmarks), notes)
+
+
+def _defaults(function) -> dict:
+    import inspect
+
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
 
 
 def _files(task_dir: Path, spec: dict, text: str, rows: list[dict], benchmarks: int) -> dict[str, str]:

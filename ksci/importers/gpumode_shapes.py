@@ -30,9 +30,13 @@ class Shapes:
     seeded: bool  # True where the importer supplied seeds
 
 
-def read_shapes(task: dict) -> Shapes:
+def read_shapes(task: dict, defaults: dict | None = None) -> Shapes:
+    """The task's shapes; a key some shapes leave out takes generate_input's default there (`defaults`)."""
     raw = {key: _raw(task, key) for key in ("tests", "benchmarks")}
     every = raw["tests"] + raw["benchmarks"]
+    present = {k for s in every for k in s}
+    for shape in every:
+        shape.update({k: defaults[k] for k in present - set(shape) if k in (defaults or {})})
     cases = _cases(every)
     seeded = any("seed" not in s for s in every)
     out = {key: [_encode(s, cases, i) for i, s in enumerate(shapes)] for key, shapes in raw.items()}
