@@ -119,7 +119,12 @@ def add_run_and_porting_commands(sub) -> None:
     )
     p.add_argument("--name", help="the problem's name (default: the file's or folder's name)")
     p.add_argument("--dest", type=Path, help="folder to write it to (default: kernels/); every command then finds it")
-    p.add_argument("--force", action="store_true", help="replace a problem of that name in --dest")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a problem of that name in --dest: refreshes it when the task changed (problem.yaml records "
+        "the source's sha256, a gpu-mode task's hash with its utils.py and its git commit)",
+    )
     p.set_defaults(handler=cmd_import)
 
     p = sub.add_parser(

@@ -56,6 +56,8 @@ class Unmappable(Exception):
     """Raised inside an importer, turned into an ImportFailure at its edge."""
 
     def __init__(self, construct: str, message: str) -> None:
+        message = " ".join(message.split())  # one line, whatever an exception's text held
+        message = message if len(message) <= 400 else message[:397] + "..."
         super().__init__(f"{construct}: {message}")
         self.failure = ImportFailure(construct, message)
 
@@ -106,13 +108,27 @@ def tensor_spec(name: str, tensor, what: str) -> TensorSpec:
         layout = "row-major"
     elif tensor.dim() == 2 and tensor.t().is_contiguous():
         layout = "column-major"
+    elif dense_permutation(tensor):
+        order = sorted(range(tensor.dim()), key=lambda i: (-tensor.stride(i), i))
+        layout = f"dims {tuple(order)} outermost first (a permuted row-major tensor)"
     else:
         raise Unmappable(
-            "non-contiguous layout",
-            f"{what} {name!r} has strides {tuple(tensor.stride())} for shape {tuple(tensor.shape)}: "
-            "only row-major (contiguous) and column-major 2-D tensors are supported",
+            "non-dense layout",
+            f"{what} {name!r} has strides {tuple(tensor.stride())} for shape {tuple(tensor.shape)}: elements overlap "
+            "or leave gaps; a kernel is handed dense tensors (row-major, column-major or a permutation of dims)",
         )
     return TensorSpec(name, dtype, tuple(tensor.shape), layout)
+
+
+def dense_permutation(tensor) -> bool:
+    """The tensor's elements fill its span without gaps or overlap: a row-major tensor with its dims permuted."""
+    dims = sorted((s, n) for s, n in zip(tensor.stride(), tensor.shape, strict=True) if n > 1)
+    expected = 1
+    for stride, size in dims:
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def c_identifier(text: str) -> str:
@@ -149,7 +165,7 @@ class SpecParts:
     name: str
     description: str
     tensors: list[TensorSpec]  # the entry point's tensors in argument order, the output among them
-    output: str
+    output: str | list[str]  # the output, or the outputs in ref_kernel's order
     ints: list[str]  # the shape keys, passed as ints after the tensors
     layouts: dict[str, str]  # per tensor, its dims and layout in words
     tolerance: dict
@@ -162,15 +178,16 @@ class SpecParts:
 def problem_spec(parts: SpecParts) -> dict:
     """problem.yaml's content for an imported problem: one entry point, both targets, no templates."""
     dtypes = {t.name: t.dtype for t in parts.tensors}
+    outputs = parts.output if isinstance(parts.output, list) else [parts.output]
     largest = max(parts.tensors, key=lambda t: math.prod(t.shape))  # its dtype sets the roofline's compute unit
     return {
         "name": parts.name,
         "description": parts.description,
         "entry_point": {
             "name": parts.name,
-            "signature": signature(parts.name, parts.tensors, [parts.output], parts.ints),
+            "signature": signature(parts.name, parts.tensors, outputs, parts.ints),
             "args": [*(t.name for t in parts.tensors), *parts.ints, "stream"],
-            "outputs": [parts.output],
+            "outputs": outputs,
             "returns": "0 on success, else the runtime's error code (cudaError_t / hipError_t) of the launch",
         },
         "dtypes": {"cuda": dtypes, "rocm": dtypes},

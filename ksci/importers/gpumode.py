@@ -1,34 +1,36 @@
 """`ksci import gpumode TASK_DIR`: a gpu-mode reference-kernels task (task.yml; reference.py with
-generate_input(**shape) -> data, ref_kernel(data) -> output, check_implementation) as a ksci problem folder.
+generate_input(**shape) -> data, ref_kernel(data) -> output(s), check_implementation; utils.py and eval.py beside
+the task or one folder up, as gpu-mode's runner places them) as a ksci problem folder.
 
 The mapping (docs/problem-format.md, "Imported problems"):
-- entry point `extern "C" int NAME(the data's tensors..., [out,] the shape's ints..., void* stream)`: the tensors
-  in the order generate_input returns them, named as ref_kernel unpacks them (`a, b, c = data`); a preallocated
-  output that ref_kernel fills and returns (amd-fp8-mm's `c`) is the kernel's output, else a new `out` is;
-- shapes: task.yml's tests and benchmarks, seeds included; every key but seed is an int argument;
-- layouts: each tensor as generate_input makes it (row-major, or column-major for a transposed 2-D tensor);
-- tolerance: check_implementation = make_match_reference(ref_kernel, rtol=..., atol=...) (gpu-mode's defaults
-  1e-5 / 1e-8 where it names none); a hand-written check_implementation cannot be mapped;
+- entry point `extern "C" int NAME(the data's tensors..., outputs..., the shape's ints..., void* stream)`: every
+  tensor of the data (nested tuples, dicts, dataclasses and modules included, gpumode_data.py) in the order
+  generate_input returns them, named after ref_kernel's unpacking (`a, b, c = data`) and their path; each output
+  of ref_kernel (a tuple gives several); a preallocated buffer that ref_kernel fills and returns is that output;
+  an input it updates and returns (a KV cache) is an input and a separate output;
+- shapes: task.yml's tests and benchmarks (gpumode_shapes.py: case parameters as int-encoded constants, seeds
+  supplied where a shape has none);
+- layouts: each tensor as generate_input makes it; outputs are dense buffers in the reference's dims;
+- tolerance: what check_implementation compares with (gpumode_probe.tolerance);
 - vendor: torch.compile of ref_kernel, eager where that fails.
-What cannot be mapped (several outputs, an input changed in place, randomness, unsupported dtypes or layouts,
-non-int shape values) is an ImportFailure naming the construct; nothing is written then.
+What cannot be mapped is an ImportFailure naming the construct and the limit; nothing is written then.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
-import math
 from dataclasses import replace
 from pathlib import Path
 
-import torch
 import yaml
-from torch.utils.flop_counter import FlopCounterMode
 
 from ksci.importers import common
 from ksci.importers.common import ImportedProblem, ImportFailure, TensorSpec, Unmappable, tensor_spec
-from ksci.importers.runtime import DEVICE_NOTE, MatchReference, execute, module_of, seeded, utils_module
+from ksci.importers.gpumode_probe import Budget, Semantics, probe, smallest
+from ksci.importers.gpumode_runtime import UTILS_NAMES, load_task
+from ksci.importers.gpumode_shapes import Shapes, read_shapes
+from ksci.importers.runtime import DEVICE_NOTE
 from ksci.problem.spec import kernels_dir
 
 TEMPLATE_FILES = ("submission.py", "template.py")
@@ -46,50 +48,94 @@ def import_gpumode(
 def _import(task_dir: Path, requested: str | None, dest: Path, replace: bool) -> ImportedProblem:
     task, text = _read(task_dir)
     name = common.problem_name(requested, task_dir.resolve().name)
-    tests, benchmarks = _shapes(task, "tests"), _shapes(task, "benchmarks")
+    shape_keys = {k for key in ("tests", "benchmarks") for s in task.get(key) or [] if isinstance(s, dict) for k in s}
+    if task.get("multi_gpu") or task.get("world_size") or "world_size" in shape_keys:
+        raise Unmappable("several GPUs", "the task runs on several GPUs (torch.distributed); a problem runs on one")
     ns = _execute(task_dir, text)
-    tolerance = _tolerance(ns)
+    shapes = read_shapes(task, _defaults(ns["generate_input"]))
     names = _data_names(text)
-    probes = [_probe(ns, shape, names) for shape in [*benchmarks, *tests]]
-    first = probes[0]
-    output = first["output"]
-    specs = _agreed_specs(probes)
-    _unambiguous([p["row"] for p in probes])
-    smallest = min(tests, key=lambda s: math.prod(v for k, v in s.items() if k != "seed"))
-    _check_semantics(ns, smallest, first["data"], output)
-    ints = [k for k in benchmarks[0] if k != "seed"]
+    budget = Budget()
+    try:
+        probes = [probe(ns, shape, shapes.cases, names, budget) for shape in [*shapes.benchmarks, *shapes.tests]]
+    except Unmappable as exc:
+        if exc.failure.construct == "the reference does not run" and "_scaled_mm" in text and "float4" in text:
+            raise Unmappable(
+                "Blackwell-only operation",
+                "the reference calls torch._scaled_mm on block-scaled FP4 (NVFP4), which runs on NVIDIA Blackwell "
+                "(sm_100) GPUs only: import it on one",
+            ) from None
+        raise
+    with budget.real(f"the checks at {smallest(shapes.tests)}"):
+        kinds = Semantics(ns, smallest(shapes.tests), shapes.cases, names).kinds(_output_names(text, probes[0]))
+    outputs = _named_outputs(kinds, [n for n, _ in probes[0]["leaves"]])
+    specs = _agreed_specs([_specs(p, outputs) for p in probes], probes)
+    rows = [_row(p, outputs) for p in probes]
+    _unambiguous(rows)
+    ints = [k for k in shapes.benchmarks[0] if k != "seed"]
     clash = {t.name for t in specs} & set(ints)
     if clash:
         raise Unmappable("name clash", f"{', '.join(sorted(clash))} is both a tensor and a shape key")
     layouts = {t.name: f"{' x '.join(map(str, t.shape))} at the first benchmark, {t.layout}" for t in specs}
+    for output, tensor in zip(outputs, probes[0]["outputs"], strict=True):
+        if output in layouts and not tensor.is_contiguous():
+            layouts[output] += f" (the reference returns it with strides {tuple(tensor.stride())}; values compared)"
+    rtol = max(p["tolerance"][0] for p in probes)
+    atol = max(p["tolerance"][1] for p in probes)
     parts = common.SpecParts(
         name=name,
-        description=_description(task_dir, task, specs, layouts, output, ints),
+        description=_description(task_dir, task, specs, layouts, list(outputs), ints, shapes),
         tensors=specs,
-        output=output,
+        output=list(outputs),
         ints=ints,
         layouts=layouts,
-        tolerance=tolerance,
-        tests=tests,
-        benchmarks=benchmarks,
+        tolerance={"rtol": rtol, "atol": atol},
+        tests=shapes.tests,
+        benchmarks=shapes.benchmarks,
         ranking={"geom": "geomean"}.get(str(task.get("ranking_by", "geom")), str(task.get("ranking_by"))),
-        imported=_provenance(task, text, probes),
+        imported=_provenance(task_dir, task, text, probes, rows, outputs, shapes, names),
     )
     spec = common.problem_spec(parts)
-    rows = [{"role": "benchmark", **p["row"]} for p in probes[: len(benchmarks)]]
-    rows += [{"role": "test", **p["row"]} for p in probes[len(benchmarks) :]]
+    files = _files(task_dir, spec, text, rows, len(shapes.benchmarks))
+    root = common.write_problem(dest, name, files, replace)
+    notes = (f"outputs: {', '.join(outputs)}", *(f"case {k}: {v}" for k, v in shapes.cases.items()))
+    return ImportedProblem(name, root, len(shapes.tests), len(shapes.benchmarks), notes)
+
+
+def _defaults(function) -> dict:
+    import inspect
+
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+
+
+def _files(task_dir: Path, spec: dict, text: str, rows: list[dict], benchmarks: int) -> dict[str, str]:
+    table = [{"role": "benchmark" if i < benchmarks else "test", **row} for i, row in enumerate(rows)]
     files = {
         "problem.yaml": common.dump_yaml(spec),
         "reference.py": common.render("reference.py.j2", problem=spec, fmt="gpumode", cls="GpuModeReference"),
-        "README.md": common.render("README.md.j2", problem=spec, fmt="gpu-mode", rows=rows, source=task_dir.name),
+        "README.md": common.render("README.md.j2", problem=spec, fmt="gpu-mode", rows=table, source=task_dir.name),
         "imported/reference.py": text,
         "imported/task.yml": (task_dir / "task.yml").read_text(),
     }
     for extra in ("task.py", *TEMPLATE_FILES):
         if (task_dir / extra).is_file():
             files[f"imported/{extra}"] = (task_dir / extra).read_text()
-    root = common.write_problem(dest, name, files, replace)
-    return ImportedProblem(name, root, len(tests), len(benchmarks), (f"output: {output}",))
+    for shared in UTILS_NAMES:
+        found = _beside(task_dir, shared)
+        if found:
+            files[f"imported/{shared}"] = found.read_text()
+    return files
+
+
+def _beside(task_dir: Path, filename: str) -> Path | None:
+    """gpu-mode's shared file: in the task's folder, else one folder up (where the repository keeps it)."""
+    for folder in (task_dir, task_dir.resolve().parent):
+        if (folder / filename).is_file():
+            return folder / filename
+    return None
 
 
 def _read(task_dir: Path) -> tuple[dict, str]:
@@ -111,52 +157,41 @@ def _read(task_dir: Path) -> tuple[dict, str]:
     return task, text
 
 
-def _shapes(task: dict, key: str) -> list[dict]:
-    shapes = task.get(key)
-    if not shapes or not all(isinstance(s, dict) for s in shapes):
-        raise Unmappable(f"task.yml {key}", f"expected a non-empty list of dicts under {key}:")
-    for shape in shapes:
-        odd = [f"{k}={v!r}" for k, v in shape.items() if type(v) is not int]
-        if odd:
-            raise Unmappable("non-int shape value", f"{key}: {', '.join(odd)}: the entry point takes ints only")
-        if "seed" not in shape:
-            raise Unmappable("shape without seed", f"{key}: {shape} has no seed")
-    if len({tuple(s) for s in shapes}) != 1:
-        raise Unmappable(f"task.yml {key}", "every shape must have the same keys, in the same order")
-    return [dict(s) for s in shapes]
+ROCM_ONLY = {"aiter": "AMD's aiter (ROCm only: pip install from github.com/ROCm/aiter on a ROCm machine)"}
 
 
 def _execute(task_dir: Path, text: str) -> dict:
-    modules = {"utils": utils_module()}
+    task_py = task_dir / "task.py"
     try:
-        if (task_dir / "task.py").is_file():
-            task_py = task_dir / "task.py"
-            modules["task"] = module_of("task", execute(task_py.read_text(), str(task_py)))
-        ns = execute(text, str(task_dir / "reference.py"), modules)
+        ns = load_task(task_dir / "reference.py", task_py if task_py.is_file() else None, _beside(task_dir, "utils.py"))
+    except ModuleNotFoundError as exc:
+        top = (exc.name or "").split(".")[0]
+        if top in ROCM_ONLY:
+            raise Unmappable(
+                "ROCm-only dependency", f"reference.py imports {exc.name}: needs {ROCM_ONLY[top]}"
+            ) from None
+        raise Unmappable("missing module", f"reference.py imports {exc.name}: install it where you import") from None
     except Exception as exc:
-        raise Unmappable("reference.py does not run", f"{type(exc).__name__}: {exc}") from None
+        raise Unmappable("reference.py does not run", f"{type(exc).__name__}: {exc}"[:300]) from None
+    if not callable(ns.get("generate_input")) and callable(ns.get("generate_inputs")):
+        entries = sorted(n for n in ns if n.startswith("reference_") and callable(ns[n]))
+        raise Unmappable(
+            "several entry points",
+            f"reference.py defines generate_inputs and {', '.join(entries) or 'no ref_kernel'}, not one ref_kernel: "
+            "a problem has one entry point",
+        )
     missing = [n for n in ("generate_input", "ref_kernel") if not callable(ns.get(n))]
     if missing:
         raise Unmappable("not a gpu-mode reference", f"reference.py defines no {', '.join(missing)}")
     return ns
 
 
-def _tolerance(ns: dict) -> dict:
-    check = ns.get("check_implementation")
-    if not isinstance(check, MatchReference):
-        raise Unmappable(
-            "custom check_implementation",
-            "only check_implementation = make_match_reference(ref_kernel, rtol=..., atol=...) maps to a tolerance",
-        )
-    return {"rtol": float(check.rtol), "atol": float(check.atol)}
-
-
 def _data_names(text: str) -> list[str] | None:
-    """The names ref_kernel unpacks its data into (`a, b, c = data`), or None."""
+    """The names ref_kernel unpacks its data into (`a, b, c = data`, anywhere in its body), or None."""
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.FunctionDef) and node.name == "ref_kernel" and node.args.args:
             param = node.args.args[0].arg
-            for statement in node.body:
+            for statement in ast.walk(node):
                 if (
                     isinstance(statement, ast.Assign)
                     and isinstance(statement.value, ast.Name)
@@ -168,58 +203,59 @@ def _data_names(text: str) -> list[str] | None:
     return None
 
 
-def _draw(ns: dict, shape: dict, seed: int, device: str) -> tuple[list, bool]:
-    ns["_KSCI_DEVICE"] = device
-    with seeded(seed, device):
-        torch.manual_seed(seed)
-        data = ns["generate_input"](**{k: v for k, v in shape.items() if k != "seed"}, seed=seed)
-    return (list(data), True) if isinstance(data, tuple | list) else ([data], False)
+def _output_names(text: str, first: dict) -> list[str]:
+    """The outputs' names: ref_kernel's `return a, b` where it returns names, else out, out1, ..."""
+    count = len(first["outputs"])
+    default = ["out"] if count == 1 else [f"out{i}" for i in range(count)]
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.FunctionDef) and node.name == "ref_kernel":
+            returns = [n.value for n in ast.walk(node) if isinstance(n, ast.Return) and n.value is not None]
+            if count > 1 and returns and isinstance(returns[-1], ast.Tuple):
+                elts = returns[-1].elts
+                if len(elts) == count and all(isinstance(e, ast.Name) for e in elts):
+                    return [common.c_identifier(e.id) for e in elts]
+    return default
 
 
-def _probe(ns: dict, shape: dict, names: list[str] | None) -> dict:
-    """The data's specs, the output and the shape's table row, on meta tensors."""
-    try:
-        data, packed = _draw(ns, shape, shape["seed"], "meta")
-        with torch.no_grad(), FlopCounterMode(display=False) as counter:
-            out = ns["ref_kernel"](tuple(data) if packed else data[0])
-    except Exception as exc:
-        raise Unmappable("the reference does not run", f"at {shape}: {type(exc).__name__}: {exc}") from None
-    if isinstance(out, tuple | list | dict):
-        raise Unmappable("several outputs", f"ref_kernel returns {len(out)} values; one output tensor is supported")
-    if not isinstance(out, torch.Tensor):
-        raise Unmappable("non-tensor output", f"ref_kernel returns a {type(out).__name__}")
-    for i, value in enumerate(data):
-        if not isinstance(value, torch.Tensor):
-            raise Unmappable("non-tensor input", f"generate_input's item {i} is a {type(value).__name__}")
-    names = names if names and len(names) == len(data) else [f"in{i}" for i in range(len(data))]
-    names = [common.c_identifier(n) for n in names]
-    specs = [tensor_spec(n, t, "input") for n, t in zip(names, data, strict=True)]
-    preallocated = [n for n, t in zip(names, data, strict=True) if t is out]
-    output = preallocated[0] if preallocated else ("out" if "out" not in names else "output")
-    if not preallocated:
-        specs.append(tensor_spec(output, out, "output"))
-    spec_out = next(t for t in specs if t.name == output)
-    if spec_out.layout != "row-major":
-        raise Unmappable(
-            "column-major output", f"the output {output!r} is {spec_out.layout}; outputs must be contiguous"
-        )
-    moved = sum(t.numel() * t.element_size() for t in data) + (0 if preallocated else out.numel() * out.element_size())
-    row = {
-        "shape": {k: v for k, v in shape.items() if k != "seed"},
-        "inputs": {n: list(t.shape) for n, t in zip(names, data, strict=True) if n != output},
-        "output": list(out.shape),
-        "flops": int(counter.get_total_flops()),
-        "bytes": int(moved),
+def _named_outputs(kinds: dict[str, dict], leaves: list[str]) -> dict[str, dict]:
+    """Each output under the name the entry point uses: a buffer's is its input's; a new one's not an input's."""
+    named = {}
+    for name, kind in kinds.items():
+        if kind["from"] == "buffer":
+            named[kind["data"]] = kind
+            continue
+        while name in leaves or name in named:
+            name = f"{name}_out"
+        named[name] = kind
+    return named
+
+
+def _specs(probe: dict, outputs: dict[str, dict]) -> list[TensorSpec]:
+    buffers = {kind["data"]: name for name, kind in outputs.items() if kind["from"] == "buffer"}
+    specs = [tensor_spec(n, t, "output" if n in buffers else "input") for n, t in probe["leaves"]]
+    for (name, kind), out in zip(outputs.items(), probe["outputs"], strict=True):
+        if kind["from"] != "buffer":
+            spec = tensor_spec(name, out, "output")  # refuses a layout with gaps or overlap
+            specs.append(replace(spec, layout="row-major"))  # the kernel writes a dense buffer; values compared
+    return specs
+
+
+def _row(probe: dict, outputs: dict[str, dict]) -> dict:
+    out_names = set(outputs)
+    return {
+        "shape": {k: v for k, v in probe["shape"].items() if k != "seed"},
+        "seed": probe["shape"]["seed"],
+        "inputs": {n: list(t.shape) for n, t in probe["leaves"] if n not in out_names},
+        "outputs": {n: list(o.shape) for n, o in zip(outputs, probe["outputs"], strict=True)},
+        "flops": probe["flops"],
+        "bytes": int(probe["bytes"]),
     }
-    dtype = common.dtype_name(out)
-    return {"specs": specs, "output": output, "packed": packed, "row": row, "out_dtype": dtype, "data": names}
 
 
-def _agreed_specs(probes: list[dict]) -> list[TensorSpec]:
+def _agreed_specs(per_probe: list[list[TensorSpec]], probes: list[dict]) -> list[TensorSpec]:
     """The tensors' specs, the same at every shape; a layout from a shape where it tells (not N x 1 or 1 x 1)."""
-    specs = list(probes[0]["specs"])
-    for probe in probes[1:]:
-        theirs = probe["specs"]
+    specs = list(per_probe[0])
+    for theirs, one in zip(per_probe[1:], probes[1:], strict=True):
         same = [(t.name, t.dtype) for t in theirs] == [(t.name, t.dtype) for t in specs]
         for i, (mine, other) in enumerate(zip(specs, theirs, strict=False)):
             if mine.any_layout and not other.any_layout:
@@ -227,67 +263,100 @@ def _agreed_specs(probes: list[dict]) -> list[TensorSpec]:
             elif not other.any_layout and mine.layout != other.layout:
                 same = False
         if not same:
-            where = probe["row"]["shape"]
-            raise Unmappable("tensors vary with the shape", f"at {where} the data's names, dtypes or layouts differ")
+            where = {k: v for k, v in one["shape"].items() if k != "seed"}
+            mine = {t.name: (t.dtype, t.layout) for t in specs}
+            theirs_by = {t.name: (t.dtype, t.layout) for t in theirs}
+            diff = [
+                f"{n}: {mine.get(n)} vs {theirs_by.get(n)}"
+                for n in {*mine, *theirs_by}
+                if mine.get(n) != theirs_by.get(n)
+            ]
+            raise Unmappable(
+                "tensors vary with the shape",
+                f"at {where}: {'; '.join(sorted(diff))[:200]}: one entry point needs one dtype and layout per tensor",
+            )
     return specs
 
 
 def _unambiguous(rows: list[dict]) -> None:
-    """reference(inputs) finds its shape by the inputs' dims: equal dims must mean an equal output."""
+    """reference(inputs) finds its shape by the inputs' dims: equal dims must mean equal outputs."""
     for i, row in enumerate(rows):
         for other in rows[:i]:
-            if row["inputs"] == other["inputs"] and row["output"] != other["output"]:
+            if row["inputs"] == other["inputs"] and row["outputs"] != other["outputs"]:
                 raise Unmappable("ambiguous shapes", f"{row['shape']} and {other['shape']} have the same inputs")
 
 
-def _check_semantics(ns: dict, shape: dict, names: list[str], output: str) -> None:
-    """On the CPU: generate_input deterministic for a seed; ref_kernel leaves its inputs alone, same output twice."""
-    data, packed = _draw(ns, shape, shape["seed"], "cpu")
-    again, _ = _draw(ns, shape, shape["seed"], "cpu")
-    drawn = zip(names, data, again, strict=True)
-    if not all(_same(a, b) for n, a, b in drawn if n != output):  # an output buffer may be left uninitialised
-        raise Unmappable("randomness in generate_input", "two draws with the same seed differ")
-    before = [t.clone() for t in data]
-    results = []
-    for seed in (1, 2):
-        torch.manual_seed(seed)
-        with torch.no_grad():
-            results.append(ns["ref_kernel"](tuple(data) if packed else data[0]).clone())
-        changed = [n for n, t, b in zip(names, data, before, strict=True) if n != output and not _same(t, b)]
-        if changed:
-            raise Unmappable("in-place semantics", f"ref_kernel modifies its input {', '.join(changed)} in place")
-    if not _same(*results):
-        raise Unmappable("randomness inside ref_kernel", "two calls on the same data differ: no fixed reference")
-
-
-def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.shape == b.shape and torch.equal(a.to(torch.float64).nan_to_num(7.0), b.to(torch.float64).nan_to_num(7.0))
-
-
-def _description(task_dir: Path, task: dict, specs: list[TensorSpec], layouts: dict, output: str, ints: list) -> str:
+def _description(
+    task_dir: Path, task: dict, specs: list[TensorSpec], layouts: dict, outputs: list, ints: list, shapes: Shapes
+) -> str:
     """The task's own description, then how the entry point receives its data."""
     original = str(task.get("description") or "").strip()
     mapping = "\n".join(f"  {t.name}: {t.dtype}, {layouts[t.name]}" for t in specs)
+    cases = "".join(f"Case {k}: passed as its index in {v}.\n" for k, v in shapes.cases.items())
+    seeds = "Seeds: the task's shapes have none; the importer gave each one.\n" if shapes.seeded else ""
     return (
-        f"gpu-mode task {task_dir.resolve().name}: ref_kernel as one kernel (output {output}).\n"
+        f"gpu-mode task {task_dir.resolve().name}: ref_kernel as one kernel (outputs {', '.join(outputs)}).\n"
         f"{original}\n\nAs the entry point gets them (imported/reference.py is the specification):\n{mapping}\n"
-        f"Shape keys passed as ints after the tensors: {', '.join(ints)}.\n"
+        f"Shape keys passed as ints after the tensors: {', '.join(ints)}.\n{cases}{seeds}"
     )
 
 
-def _provenance(task: dict, text: str, probes: list[dict]) -> dict:
+def _provenance(
+    task_dir: Path,
+    task: dict,
+    text: str,
+    probes: list[dict],
+    rows: list[dict],
+    outputs: dict,
+    shapes: Shapes,
+    names: list[str] | None,
+) -> dict:
     """problem.yaml's `imported` record: where the problem came from and how reference.py calls ref_kernel."""
+    first = probes[0]
+    leaves = dict(first["leaves"])
     return {
         "format": "gpumode",
         "source": "reference.py",
         "sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "task_sha256": task_hash(task_dir),
+        "task_commit": _commit(task_dir),
         "rewritten": DEVICE_NOTE,
         "vendor": "torch.compile of ref_kernel; eager PyTorch where it fails",
         "lang": task.get("lang"),
         "timeouts": {k: task[k] for k in ("test_timeout", "benchmark_timeout", "ranked_timeout") if k in task},
-        "data": probes[0]["data"],
-        "data_is_tuple": probes[0]["packed"],
-        "output_dtype": probes[0]["out_dtype"],
-        "output_layout": "row-major",
-        "shapes": [p["row"] for p in probes],
+        "names": names,
+        "data": [n for n, _ in first["leaves"]],
+        "data_is_tuple": first["packed"],
+        "structured": first["structured"],
+        "outputs": {
+            n: {**k, "dtype": common.dtype_name(leaves[k["data"]] if k["from"] == "buffer" else o)}
+            for (n, k), o in zip(outputs.items(), first["outputs"], strict=True)
+        },
+        "strides": {n: list(o.stride()) for n, o in zip(outputs, first["outputs"], strict=True)},
+        "cases": shapes.cases,
+        "probed_on": sorted({p["device"] for p in probes}),
+        "shapes": rows,
     }
+
+
+def task_hash(task_dir: Path) -> str:
+    """sha256 over the task's files and the shared utils.py/eval.py it runs with: changes when the task does."""
+    digest = hashlib.sha256()
+    files = sorted(p for p in task_dir.iterdir() if p.is_file())
+    files += [p for p in (_beside(task_dir, n) for n in UTILS_NAMES) if p and p.parent != task_dir]
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _commit(task_dir: Path) -> str | None:
+    """The git commit of the checkout the task is in, where it is one (else None: task_sha256 identifies it)."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(task_dir), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() or None

@@ -27,6 +27,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from ksci.importers import common
 from ksci.importers.common import ImportedProblem, ImportFailure, TensorSpec, Unmappable, tensor_spec
+from ksci.importers.gpumode_probe import probe_device
 from ksci.importers.runtime import DEVICE_NOTE, build_model, execute, seeded
 from ksci.problem.spec import kernels_dir
 
@@ -145,16 +146,28 @@ def _probe(ns: dict, shape: dict, device: str = "meta"):
         raise
     except Exception as exc:
         if device == "meta":
-            return _probe(ns, shape, "cpu")
+            return _probe(ns, shape, probe_device())
         raise Unmappable("the model does not run", f"at {shape}: {type(exc).__name__}: {exc}") from None
     if isinstance(out, tuple | list | dict):
+        items = out.values() if isinstance(out, dict) else out
+        kinds = ", ".join(_kind(v) for v in items)[:160]
         raise Unmappable(
             "several outputs",
-            f"forward returns {len(out)} values ({type(out).__name__}); one output tensor is supported",
+            f"forward returns a {'tuple' if isinstance(out, tuple) else type(out).__name__} of {len(out)} ({kinds}); "
+            "a KernelBench problem maps one tensor",
         )
     if not isinstance(out, torch.Tensor):
         raise Unmappable("non-tensor output", f"forward returns a {type(out).__name__}")
     return model, inputs, out, counter.get_total_flops()
+
+
+_DROPOUT = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d, torch.nn.AlphaDropout)
+
+
+def _kind(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"{str(value.dtype).removeprefix('torch.')} {tuple(value.shape)}"
+    return type(value).__name__
 
 
 def _input_names(model_class, count: int, taken: set[str]) -> list[str]:
@@ -191,10 +204,11 @@ def _smaller(ns: dict, bench: dict, sizes: set[int]) -> dict | None:
 
 
 def _check_semantics(ns: dict, shape: dict, names: list[str], params: dict) -> None:
-    """On the CPU: forward must leave its inputs and parameters alone and give the same output twice."""
-    with seeded(7, "cpu"):
+    """On the probe device: forward must leave its inputs and parameters alone and give the same output twice."""
+    device = probe_device()  # a GPU where the importing machine has one, else the CPU
+    with seeded(7, device):
         torch.manual_seed(7)
-        model, inputs = build_model(ns, shape, "cpu")
+        model, inputs = build_model(ns, shape, device)
         parameters = dict(model.named_parameters())
         watched = {
             **dict(zip(names, inputs, strict=True)),
@@ -210,10 +224,13 @@ def _check_semantics(ns: dict, shape: dict, names: list[str], params: dict) -> N
             torch.manual_seed(2)
             second = model(*inputs)
     if not torch.allclose(first, second, rtol=0, atol=0, equal_nan=True):
-        raise Unmappable(
-            "randomness inside forward",
-            "two calls on the same inputs differ (dropout in training mode, torch.rand...): no fixed reference",
+        dropouts = [f"{n} (p={m.p})" for n, m in model.named_modules() if isinstance(m, _DROPOUT) and m.p > 0]
+        why = (
+            f"needs training mode: {', '.join(dropouts)[:120]} drops at random"
+            if dropouts
+            else "torch.rand or another draw inside forward"
         )
+        raise Unmappable("randomness inside forward", f"two calls on the same inputs differ: {why}; no fixed reference")
 
 
 def _row(ns: dict, shape: dict, names: list[str], params: dict) -> dict:

@@ -14,7 +14,7 @@ import hashlib
 import re
 import sys
 import types
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -46,9 +46,12 @@ def execute(text: str, filename: str, modules: dict | None = None) -> dict:
 
     namespace["_ksci_generator"] = _ksci_generator
     code = compile(on_device(text)[0], filename, "exec")
-    with _importable(modules or {}):
-        exec(code, namespace)
-    return namespace
+    module = types.ModuleType(namespace["__name__"])
+    module.__dict__.update(namespace)
+    # registered while it runs: a dataclass looks its module up in sys.modules when it is defined
+    with _importable({**(modules or {}), module.__name__: module}):
+        exec(code, module.__dict__)
+    return module.__dict__
 
 
 @contextmanager
@@ -194,88 +197,16 @@ def build_model(ns: dict, shape: dict, device) -> tuple[torch.nn.Module, list]:
     return model, inputs
 
 
-class GpuModeReference(ImportedReference):
-    """A gpu-mode task: generate_input(**shape, seed) -> data, ref_kernel(data) -> output, check_implementation."""
-
-    def __init__(self, root: Path) -> None:
-        super().__init__(root)
-        task = self.root / "imported" / "task.py"
-        modules = {"utils": utils_module()}
-        if task.is_file():
-            modules["task"] = module_of("task", execute(task.read_text(), str(task)))
-        self.ns = execute(self.text, str(self.path), modules)
-
-    def data(self, shape: dict, seed: int, device):
-        self.ns["_KSCI_DEVICE"] = str(device)
-        with seeded(seed, device):  # for a source that draws from torch's default generators
-            torch.manual_seed(seed)
-            data = self.ns["generate_input"](**{k: v for k, v in shape.items() if k != "seed"}, seed=seed)
-        return list(data) if isinstance(data, tuple | list) else [data]
-
-    def generate_input(self, shape: dict, seed: int, target: str, device) -> dict:
-        tensors = dict(zip(self.meta["data"], self.data(shape, seed, device), strict=True))
-        out = self.outputs[0]
-        if out not in tensors:  # ref_kernel returns a new tensor: the kernel gets a buffer for it
-            dtype = getattr(torch, self.spec["dtypes"][target][out])
-            tensors[out] = torch.full(self.row(shape)["output"], float("nan"), dtype=dtype, device=device)
-        return tensors
-
-    def _data(self, inputs: dict) -> tuple[str, tuple]:
-        row = self.row_of_inputs(inputs)
-        device = next(iter(inputs.values())).device
-        self.ns["_KSCI_DEVICE"] = str(device)
-        data = []
-        for name in self.meta["data"]:
-            if name in inputs and name not in self.outputs:
-                data.append(inputs[name])
-            else:  # the preallocated output: a new one, in its layout
-                dims, dtype = row["output"], getattr(torch, self.meta["output_dtype"])
-                flipped = self.meta["output_layout"] == "column-major"
-                fresh = torch.empty(dims[::-1] if flipped else dims, dtype=dtype, device=device)
-                data.append(fresh.t() if flipped else fresh)
-        packed = tuple(data) if self.meta["data_is_tuple"] else data[0]
-        return f"{sorted(row['shape'].items())}@{device}", packed
-
-    def reference(self, inputs: dict) -> dict:
-        _key, data = self._data(inputs)
-        with torch.no_grad():
-            return {self.outputs[0]: self.ns["ref_kernel"](data)}
-
-    def vendor(self, inputs: dict):
-        key, data = self._data(inputs)
-
-        def run() -> dict:
-            with torch.no_grad():
-                return {self.outputs[0]: self.vendor_call(key, self.ns["ref_kernel"], (data,))}
-
-        return run
-
-
-class MatchReference:
-    """What gpu-mode's utils.make_match_reference returns, standing in for it: the tolerance is what counts."""
-
-    def __init__(self, reference, rtol: float = 1e-05, atol: float = 1e-08) -> None:
-        self.reference, self.rtol, self.atol = reference, rtol, atol
-
-    def __call__(self, data, output):
-        expected = self.reference(data)
-        ok = torch.allclose(output.float(), expected.float(), rtol=self.rtol, atol=self.atol)
-        return ok, "" if ok else "mismatch"
-
-
-def utils_module() -> types.ModuleType:
-    """A stand-in for gpu-mode's utils.py with the names reference files import from it."""
-    return module_of(
-        "utils",
-        {
-            "make_match_reference": lambda reference, **kwargs: MatchReference(reference, **kwargs),
-            "DeterministicContext": nullcontext,
-            "set_seed": torch.manual_seed,
-        },
-    )
-
-
 def module_of(name: str, namespace: dict) -> types.ModuleType:
     module = types.ModuleType(name)
     module.__dict__.update({k: v for k, v in namespace.items() if not k.startswith("__")})
     return module
+
+
+def __getattr__(name: str):
+    """GpuModeReference lives in gpumode_runtime (it imports this module); reference.py files import it from here."""
+    if name in ("GpuModeReference", "MatchReference", "utils_module"):
+        from ksci.importers import gpumode_runtime
+
+        return getattr(gpumode_runtime, name)
+    raise AttributeError(name)
