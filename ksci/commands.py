@@ -63,8 +63,8 @@ def add_evaluation_commands(sub) -> None:
         type=int,
         default=DEFAULT_COUNT,
         metavar="N",
-        help=f"also verify on N shapes of the problem's shape contract that it does not list, drawn now "
-        f"(default {DEFAULT_COUNT}; 0: none; at most {MAX_HELD_OUT})",
+        help="also verify on N shapes of the problem's shape contract that it does not list, drawn now "
+        f"(default: %(default)s; 0: none; at most {MAX_HELD_OUT})",
     )
     _timeout_option(p, 900.0)
     p.add_argument("--json", action="store_true", help="print the verdict as JSON on stdout")
