@@ -76,6 +76,15 @@ def _migrated_prefect_database(tmp_path_factory) -> None:
         seeded_home(Path(os.environ["PREFECT_HOME"]))
 
 
+@pytest.fixture(scope="session")
+def compile_cache(tmp_path_factory) -> Path:
+    """A compile cache (ksci.evaluate.compile) for the tests that build sources and judge only what the build gave:
+    keyed by source, compiler and flags and published atomically, it is shared by the session and its xdist
+    workers, so that a point several tests build (a template's default) is compiled once."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "compile-cache"
+
+
 @pytest.fixture
 def gpu_target() -> str:
     return "cuda" if gpu_visible("cuda") else "rocm"
