@@ -51,7 +51,7 @@ lint: setup
 # Four test processes on CI's two cores (pytest-xdist): many tests wait on servers, workers and child processes;
 # a file's tests stay in one process (--dist loadfile), so its module fixtures run once.
 test: setup lint
-	KSCI_REQUIRE_TOOLCHAINS=$${KSCI_REQUIRE_TOOLCHAINS:-1} $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile
+	KSCI_REQUIRE_TOOLCHAINS=$${KSCI_REQUIRE_TOOLCHAINS:-1} $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # SIMULATE=1: no GPU, made-up timings (every number the run shows is marked simulated); SIMULATE=FILE.json:
 # replay the timings recorded in FILE.json (benchmarks/record_space.py). Unset: real GPUs. KSCI_VIA_MAKE=1 makes

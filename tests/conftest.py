@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,9 @@ os.environ["PREFECT_HOME"] = tempfile.mkdtemp(prefix="ksci-tests-prefect-")
 # GPU lock files of this session's own (ksci.devices): the test GPUs "0", "1" of parallel test sessions, or of a
 # real run on this host, are other GPUs than this session's.
 os.environ["KSCI_GPU_LOCK_DIR"] = tempfile.mkdtemp(prefix="ksci-tests-gpu-locks-")
+
+from support.file_order import longest_files_first  # noqa: E402
+from support.prefect_db import TEMPLATE_DIR_ENV, seeded_home  # noqa: E402
 
 from ksci.evaluate.sass import SassToolsMissing, find_sass_tools  # noqa: E402
 from ksci.evaluate.toolchain import ToolchainMissing, find_toolchain  # noqa: E402
@@ -61,6 +65,26 @@ def pytest_collection_modifyitems(config, items):
                 if required and marker in ("nvcc", "hipcc", "hip_gfx942", "clang_host", "chromium", "cuobjdump"):
                     raise pytest.UsageError(f"KSCI_REQUIRE_TOOLCHAINS=1 but {reason}")
                 item.add_marker(pytest.mark.skip(reason=reason))
+    longest_files_first(items)  # the order make test's workers take the files in (--no-loadscope-reorder)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _migrated_prefect_database(tmp_path_factory) -> None:
+    """Where tests/support/prefect_db.py keeps the session's migrated Prefect database (shared by the xdist
+    workers); under xdist (make test), each worker's PREFECT_HOME above gets a copy before its first test."""
+    base = tmp_path_factory.getbasetemp()
+    os.environ[TEMPLATE_DIR_ENV] = str(base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        seeded_home(Path(os.environ["PREFECT_HOME"]))
+
+
+@pytest.fixture(scope="session")
+def compile_cache(tmp_path_factory) -> Path:
+    """A compile cache (ksci.evaluate.compile) for the tests that build sources and judge only what the build gave:
+    keyed by source, compiler and flags and published atomically, it is shared by the session and its xdist
+    workers, so that a point several tests build (a template's default) is compiled once."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "compile-cache"
 
 
 @pytest.fixture

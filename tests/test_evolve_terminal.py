@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.prefect_db import seeded_home
 
 from ksci.console.stop import STOP_GRACE_S
 from ksci.lineage.store import LineageStore
@@ -60,7 +61,8 @@ class Screen:
 
 
 def _environment(tmp_path: Path, hold_s: str = "0") -> dict:
-    env = dict(os.environ, PREFECT_HOME=str(tmp_path / "prefect"), PYTHONPATH=str(ROOT), KSCI_SIMULATE_HOLD_S=hold_s)
+    env = dict(os.environ, PREFECT_HOME=str(seeded_home(tmp_path / "prefect")), PYTHONPATH=str(ROOT))
+    env["KSCI_SIMULATE_HOLD_S"] = hold_s
     env.update(TERM="xterm-256color", COLUMNS="160", LINES="50")
     for name in ("PREFECT_API_URL", "NO_COLOR", "PREFECT_LOGGING_SETTINGS_PATH"):
         env.pop(name, None)

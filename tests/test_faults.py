@@ -21,6 +21,7 @@ import httpx
 import pytest
 from support.fp8_gemm_script import demo_config_toml, steady_script
 from support.full_disk import FAILED_EXIT, append_on_a_full_disk, rows
+from support.prefect_db import seeded_home
 from support.scripted_llm_server import ScriptedLlmServer
 
 from ksci.devices import LOCK_DIR_ENV
@@ -55,7 +56,8 @@ def test_kill_9_mid_generation_loses_nothing_recorded_and_a_rerun_completes(tmp_
     left running, reparented to init, before ksci.embedded.serve)."""
     store_root, locks = tmp_path / "store", tmp_path / "locks"
     command = EVOLVE + ["--generations", "6", "--run", "killed", "--store", str(store_root), "--simulate"]
-    env = dict(os.environ, PREFECT_HOME=str(tmp_path / "prefect"), PYTHONPATH=str(ROOT), **{LOCK_DIR_ENV: str(locks)})
+    env = dict(os.environ, PREFECT_HOME=str(seeded_home(tmp_path / "prefect")), PYTHONPATH=str(ROOT))
+    env[LOCK_DIR_ENV] = str(locks)
     env["KSCI_SIMULATE_HOLD_S"] = "0.5"  # each simulated run holds its GPU 0.5 s: long enough to be caught
     env.pop("PREFECT_API_URL", None)
     log = open(tmp_path / "first.log", "w")  # noqa: SIM115 - handed to the child, closed below
@@ -108,7 +110,8 @@ def test_sigterm_ends_the_run_and_its_embedded_prefect_server(tmp_path):
     """SIGTERM to `ksci evolve` alone (as a scheduler or `timeout` sends it) mid-run: it exits with 143 and takes
     the embedded Prefect API's server process with it (left running before, reparented to init)."""
     command = EVOLVE + ["--generations", "30", "--run", "termed", "--store", str(tmp_path / "store"), "--simulate"]
-    env = dict(os.environ, PREFECT_HOME=str(tmp_path / "prefect"), PYTHONPATH=str(ROOT), KSCI_SIMULATE_HOLD_S="0.5")
+    env = dict(os.environ, PREFECT_HOME=str(seeded_home(tmp_path / "prefect")), PYTHONPATH=str(ROOT))
+    env["KSCI_SIMULATE_HOLD_S"] = "0.5"
     env.pop("PREFECT_API_URL", None)
     log = open(tmp_path / "evolve.log", "w")  # noqa: SIM115 - handed to the child, closed below
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -183,7 +186,8 @@ def test_llm_endpoint_down_mid_generation_stops_the_run_cleanly_and_a_rerun_comp
     config.write_text(demo_config_toml(server.base_url, timeout_s=10.0, retry_delay_s=0.1))  # 3 retries
     command = EVOLVE + ["--proposer", "llm", "--llm-config", str(config), "--generations", "3", "--run", "down"]
     command += ["--store", str(tmp_path / "store"), "--simulate"]
-    env = dict(os.environ, PREFECT_HOME=str(tmp_path / "prefect"), PYTHONPATH=str(ROOT), KSCI_LLM_API_KEY="sk-fake")
+    env = dict(os.environ, PREFECT_HOME=str(seeded_home(tmp_path / "prefect")), PYTHONPATH=str(ROOT))
+    env["KSCI_LLM_API_KEY"] = "sk-fake"
     env.pop("PREFECT_API_URL", None)
     log = open(tmp_path / "first.log", "w")  # noqa: SIM115 - handed to the child, closed below
     first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -307,7 +311,7 @@ def _start_prefect_server(port: int, home: Path, log_path: Path) -> subprocess.P
     """`prefect server start` on loopback, run from the checkout so that it reads prefect.toml; waits until healthy."""
     env = dict(os.environ, PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1")
     env.pop("PREFECT_API_URL", None)
-    home.mkdir(parents=True, exist_ok=True)
+    seeded_home(home)
     prefect = Path(sys.executable).parent / "prefect"
     command = [str(prefect), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
     with open(log_path, "w") as log:

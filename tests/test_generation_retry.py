@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from cdp import Page
+from support.prefect_db import seeded_home
 
 from ksci.lineage.store import KEY
 from ksci.problem.spec import load_problem
@@ -51,7 +52,7 @@ def deployed(tmp_path_factory):
     work = tmp_path_factory.mktemp("deployed")
     env = dict(
         os.environ,
-        PREFECT_HOME=str(work / "prefect"),
+        PREFECT_HOME=str(seeded_home(work / "prefect")),
         PREFECT_API_URL=f"{URL}/api",
         KSCI_PROJECT_DIR=str(ROOT),
         PREFECT_SERVER_ANALYTICS_ENABLED="false",

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from support.fp8_gemm_script import demo_config_toml, steady_script
 from support.leak_search import readable
+from support.prefect_db import seeded_home
 from support.scripted_llm_server import ScriptedLlmServer
 
 from ksci.llm.ledger import LlmLedger
@@ -29,7 +30,8 @@ def _evolve(tmp_path: Path, base_url: str, run: str, generations: int) -> subpro
     config.write_text(demo_config_toml(base_url, timeout_s=10.0, retry_delay_s=0.1))
     command = EVOLVE + ["--proposer", "llm", "--llm-config", str(config), "--generations", str(generations)]
     command += ["--run", run, "--store", str(tmp_path / "store"), "--simulate"]
-    env = dict(os.environ, PREFECT_HOME=str(tmp_path / "prefect"), PYTHONPATH=str(ROOT), KSCI_LLM_API_KEY=KEY)
+    env = dict(os.environ, PREFECT_HOME=str(seeded_home(tmp_path / "prefect")), PYTHONPATH=str(ROOT))
+    env["KSCI_LLM_API_KEY"] = KEY
     env.pop("PREFECT_API_URL", None)
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
 

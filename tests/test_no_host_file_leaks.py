@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 from support.fp8_gemm_script import GEN1, PLAN, demo_config_toml, steady_script
 from support.leak_search import readable
+from support.prefect_db import seeded_home
 from support.scripted_llm_server import PromptKeepingServer
 
 from ksci.evaluate.sandbox import OPT_OUT
@@ -99,7 +100,8 @@ def hostile_script(planted_env: Path) -> dict:
 
 def _ksci(argv: list[str], folder: Path, extra_env: dict[str, str]) -> subprocess.CompletedProcess:
     """`ksci` with the compiling stand-in as its backend, its own PREFECT_HOME and compile cache under `folder`."""
-    env = dict(os.environ, PREFECT_HOME=str(folder / "prefect"), PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'tests'}")
+    env = dict(os.environ, PREFECT_HOME=str(seeded_home(folder / "prefect")))
+    env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{ROOT / 'tests'}"
     env.update(KSCI_LLM_API_KEY=LLM_KEY, KSCI_COMPILE_CACHE=str(folder / "project" / "data" / "cache" / "compile"))
     env.update(extra_env)
     for name in ("PREFECT_API_URL", OPT_OUT):

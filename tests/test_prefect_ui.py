@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from browser import rendered_dom
+from support.prefect_db import seeded_home
 
 from ksci.lineage.store import LineageStore
 
@@ -27,7 +28,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.chromium]
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    home = tmp_path_factory.mktemp("prefect-home")
+    home = seeded_home(tmp_path_factory.mktemp("prefect-home"))
     env = dict(
         os.environ,
         PREFECT_HOME=str(home),

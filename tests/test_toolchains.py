@@ -41,9 +41,9 @@ def _solutions():
 
 
 @pytest.mark.parametrize(("template", "params", "target"), list(_template_points()))
-def test_seed_template_compiles(template, params, target, tmp_path):
+def test_seed_template_compiles(template, params, target, compile_cache):
     result = compile_source(
-        render_kernel(template, params), find_toolchain(target, ARCH[target]), ARCH[target], tmp_path
+        render_kernel(template, params), find_toolchain(target, ARCH[target]), ARCH[target], compile_cache
     )
     # A parameter combination may be rejected on purpose by a static_assert: that must say why.
     if not result.ok:
@@ -54,7 +54,7 @@ def test_seed_template_compiles(template, params, target, tmp_path):
 
 
 @pytest.mark.parametrize(("path", "target"), list(_solutions()))
-def test_solution_compiles_as_expected(path, target, tmp_path):
+def test_solution_compiles_as_expected(path, target, compile_cache):
     expected = path.read_text().splitlines()[0].split("expect:")[1].strip()
-    result = compile_source(path.read_text(), find_toolchain(target, ARCH[target]), ARCH[target], tmp_path)
+    result = compile_source(path.read_text(), find_toolchain(target, ARCH[target]), ARCH[target], compile_cache)
     assert result.ok == (expected != "compile_error"), result.log[-3000:]

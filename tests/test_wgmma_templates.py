@@ -51,10 +51,10 @@ def test_the_parameter_space_is_large():
 
 @pytest.mark.nvcc
 @pytest.mark.parametrize(("template", "params"), list(_points(True, 4)))
-def test_allowed_points_pass_the_screen_and_compile(template, params, tmp_path: Path):
+def test_allowed_points_pass_the_screen_and_compile(template, params, compile_cache: Path):
     source = render_kernel(template, params)
     assert screen_source(source).ok, screen_source(source).message
-    result = compile_source(source, find_toolchain("cuda"), "sm_90a", tmp_path)
+    result = compile_source(source, find_toolchain("cuda"), "sm_90a", compile_cache)
     assert result.ok, result.log[-2000:]
     # what the library imports (cudaLaunchKernelExC for the launch, PDL or not) is on the harness's allowlist
     library = check_library(result.library, "cuda")
@@ -63,8 +63,8 @@ def test_allowed_points_pass_the_screen_and_compile(template, params, tmp_path: 
 
 @pytest.mark.nvcc
 @pytest.mark.parametrize(("template", "params"), list(_points(False, 2)))
-def test_refused_points_do_not_compile(template, params, tmp_path: Path):
-    result = compile_source(render_kernel(template, params), find_toolchain("cuda"), "sm_90a", tmp_path)
+def test_refused_points_do_not_compile(template, params, compile_cache: Path):
+    result = compile_source(render_kernel(template, params), find_toolchain("cuda"), "sm_90a", compile_cache)
     assert not result.ok
     assert "static assertion failed" in result.log
 
@@ -90,16 +90,16 @@ CORNERS = [  # the values of CORNER_KEYS (OVERLAP 0), then the spill bytes allow
 ]
 
 
-def _compiled(template, params: dict, tmp_path: Path):
+def _compiled(template, params: dict, compile_cache: Path):
     """This point of the template compiled for sm_90a, which must succeed."""
-    result = compile_source(render_kernel(template, params), find_toolchain("cuda"), "sm_90a", tmp_path)
+    result = compile_source(render_kernel(template, params), find_toolchain("cuda"), "sm_90a", compile_cache)
     assert result.ok, result.log[-2000:]
     return result
 
 
-def _compiled_wgmma_kernel(template, params: dict, tmp_path: Path):
+def _compiled_wgmma_kernel(template, params: dict, compile_cache: Path):
     """The wgmma kernel's resources (registers, spills) as ptxas reports them for this point, which must compile."""
-    result = _compiled(template, params, tmp_path)
+    result = _compiled(template, params, compile_cache)
     (kernel,) = [k for k in result.resources if "wgmma" in k.name]
     return kernel, result.log[-2000:]
 
@@ -108,11 +108,11 @@ def _compiled_wgmma_kernel(template, params: dict, tmp_path: Path):
 @pytest.mark.parametrize(
     ("values", "spill_allowed"), CORNERS, ids=[f"BM{v[0]}-BN{v[2]}-P{v[3]}-S{v[4]}" for v, _ in CORNERS]
 )
-def test_register_heavy_corners_compile_without_spills(values, spill_allowed, tmp_path: Path):
+def test_register_heavy_corners_compile_without_spills(values, spill_allowed, compile_cache: Path):
     template = load_problem("fp8_gemm_kmajor").template("cuda", "wgmma")
     params = {**template.default, "OVERLAP": 0, **dict(zip(CORNER_KEYS, values, strict=True))}
     assert template.feasible(params)
-    kernel, log = _compiled_wgmma_kernel(template, params, tmp_path)
+    kernel, log = _compiled_wgmma_kernel(template, params, compile_cache)
     assert kernel.spill_bytes <= spill_allowed, log
     assert kernel.stack_or_scratch_bytes <= spill_allowed, log
 
@@ -140,11 +140,11 @@ A_MN_CORNERS = [
 
 @pytest.mark.nvcc
 @pytest.mark.parametrize(("change", "spill_allowed"), A_MN_CORNERS, ids=[str(c) for c, _ in A_MN_CORNERS])
-def test_a_mn_points_compile_within_their_registers(change, spill_allowed, tmp_path: Path):
+def test_a_mn_points_compile_within_their_registers(change, spill_allowed, compile_cache: Path):
     template = load_problem("fp8_gemm").template("cuda", "wgmma")
     params = {**template.default, **change}
     assert params["A_MN"] == 1 and template.feasible(params)
-    kernel, log = _compiled_wgmma_kernel(template, params, tmp_path)
+    kernel, log = _compiled_wgmma_kernel(template, params, compile_cache)
     assert kernel.spill_bytes <= spill_allowed, log
 
 
@@ -161,12 +161,12 @@ EPI2_REFUSED = [
 
 @pytest.mark.nvcc
 @pytest.mark.parametrize(("problem", "change"), EPI2_REFUSED, ids=[f"{p}-{c}" for p, c in EPI2_REFUSED])
-def test_epi2_outside_its_scope_is_refused(problem, change, tmp_path: Path):
+def test_epi2_outside_its_scope_is_refused(problem, change, compile_cache: Path):
     template = load_problem(problem).template("cuda", "wgmma")
     params = {**template.default, **change, "EPI": 2}
     assert not template.feasible(params)
     assert template.feasible({**params, "EPI": 1})
-    result = compile_source(render_kernel(template, params), find_toolchain("cuda"), "sm_90a", tmp_path)
+    result = compile_source(render_kernel(template, params), find_toolchain("cuda"), "sm_90a", compile_cache)
     assert not result.ok
     assert 'static assertion failed with "EPI 2' in result.log
 
@@ -196,9 +196,9 @@ TAIL_CORNERS = [
 
 @pytest.mark.nvcc
 @pytest.mark.parametrize(("problem", "change"), TAIL_CORNERS, ids=[f"{p}-{c}" for p, c in TAIL_CORNERS])
-def test_tail_points_compile_without_serialised_wgmmas_or_spills(problem, change, tmp_path: Path):
+def test_tail_points_compile_without_serialised_wgmmas_or_spills(problem, change, compile_cache: Path):
     template, params = _epi2_point(problem, change)
-    kernel, log = _compiled_wgmma_kernel(template, params, tmp_path)
+    kernel, log = _compiled_wgmma_kernel(template, params, compile_cache)
     assert kernel.spill_bytes == 0, log
     assert "C7511" not in log and "C7514" not in log, log
 
@@ -216,10 +216,10 @@ def test_tail_outside_its_scope_is_declared_infeasible():
 
 
 @pytest.mark.nvcc
-def test_tail_outside_its_scope_fails_the_static_assert(tmp_path: Path):
+def test_tail_outside_its_scope_fails_the_static_assert(compile_cache: Path):
     template = load_problem("fp8_gemm_kmajor").template("cuda", "wgmma")
     params = {**template.default, "TAIL_N": 96}  # EPI 1
-    result = compile_source(render_kernel(template, params), find_toolchain("cuda"), "sm_90a", tmp_path)
+    result = compile_source(render_kernel(template, params), find_toolchain("cuda"), "sm_90a", compile_cache)
     assert not result.ok
     assert 'static assertion failed with "TAIL_N' in result.log
 
@@ -245,11 +245,11 @@ def test_a_mn_beyond_its_registers_is_declared_infeasible():
 @pytest.mark.nvcc
 @pytest.mark.cuobjdump
 @pytest.mark.parametrize("problem", PROBLEMS)
-def test_interleave_points_build_with_their_promotion_edited(problem, tmp_path: Path):
+def test_interleave_points_build_with_their_promotion_edited(problem, compile_cache: Path):
     template = load_problem(problem).template("cuda", "wgmma")
     three = {"BM": 192, "CONSUMERS": 3, "STAGES": 4, "SPLIT_K": 1, "OVERLAP": 0, "EPI": 2, "INTERLEAVE": 9}
     params = {**template.default, **three, **({"A_MN": 0} if problem == "fp8_gemm" else {})}
-    result = _compiled(template, params, tmp_path)
+    result = _compiled(template, params, compile_cache)
     edited = re.search(r"interleave-ffma 9/16: (\d+) of the (\d+) FFMAs in (\d+) runs", result.log)
     assert edited and int(edited.group(1)) > 0 and int(edited.group(3)) > 0, result.log[-500:]
 
@@ -267,9 +267,9 @@ EPI2_STORE_POINTS = [
 @pytest.mark.nvcc
 @pytest.mark.cuobjdump
 @pytest.mark.parametrize(("problem", "change"), EPI2_STORE_POINTS, ids=[f"{p}-{c}" for p, c in EPI2_STORE_POINTS])
-def test_epi2_stores_c_by_tma(problem, change, tmp_path: Path):
+def test_epi2_stores_c_by_tma(problem, change, compile_cache: Path):
     template, params = _epi2_point(problem, change)
-    result = _compiled(template, params, tmp_path)
+    result = _compiled(template, params, compile_cache)
     listing = sass_listing(Path(result.library), find_sass_tools(find_toolchain("cuda").compiler))
     (gemm,) = [f for f in listing.split("Function : ")[1:] if "wgmma_kernel" in f.splitlines()[0]]
     assert re.search(r"\bUTMASTG\.2D\b", gemm), gemm[-2000:]
