@@ -234,3 +234,29 @@ def test_a_real_cuda_candidate_is_built_into_a_library_that_exports_its_entry(st
     spec = json.loads((tmp_path / "pkg" / f"ksci_{PROBLEM}" / "spec.json").read_text())
     assert spec["backend"] == "kernel" and spec["libraries"] == {"sm_90a": "lib/kernel_sm_90a.so"}
     assert "-gencode=arch=compute_90a,code=sm_90a" in (tmp_path / "pkg" / "README.md").read_text()
+
+
+def test_the_package_names_a_cuda_gpu_by_its_compute_capability(store, tmp_path):
+    """torch's CUDA device properties also carry `gcnArchName` (the device's name, 'NVIDIA H100 80GB HBM3'): the
+    package must pick its library by sm_XY there and by gcnArchName on ROCm only."""
+    folder = export_run(store, "measured", output=tmp_path / "pkg", test_stand_in=True).folder
+    code = f"""
+import types, torch
+from ksci_{PROBLEM} import _runtime
+props = types.SimpleNamespace(major=9, minor=0, gcnArchName="NVIDIA H100 80GB HBM3")
+torch.cuda.get_device_properties = lambda device: props
+torch.version.hip = None
+print(_runtime.device_arch("cuda"))
+props.gcnArchName = "gfx942:sramecc+:xnack-"
+torch.version.hip = "6.2"
+print(_runtime.device_arch("cuda"))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(folder)},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["sm_90", "gfx942"]

@@ -122,9 +122,11 @@ def _call_kernel(tensors: dict, shape: dict, device: torch.device) -> None:
 
 
 def device_arch(device: torch.device) -> str:
+    """gfx942 on ROCm, sm_90 on CUDA (where torch's properties also carry a `gcnArchName`: the device's name)."""
     props = torch.cuda.get_device_properties(device)
-    arch = getattr(props, "gcnArchName", None)
-    return arch.split(":")[0] if arch else f"sm_{props.major}{props.minor}"
+    if torch.version.hip:
+        return str(props.gcnArchName).split(":")[0]
+    return f"sm_{props.major}{props.minor}"
 
 
 def _entry(device: torch.device) -> ctypes._CFuncPtr:
