@@ -158,7 +158,9 @@ def test_a_template_file_linked_out_of_the_folder_is_refused(tmp_path, monkeypat
     (root / "templates" / "cuda" / "naive.cu.j2").unlink()
     (root / "templates" / "cuda" / "naive.cu.j2").symlink_to("/etc/passwd")
     monkeypatch.setenv("KSCI_KERNELS_DIR", str(tmp_path))
-    with pytest.raises(ProblemError, match="templates/cuda/naive.cu.j2 is a link that leads outside the problem folder"):
+    with pytest.raises(
+        ProblemError, match="templates/cuda/naive.cu.j2 is a link that leads outside the problem folder"
+    ):
         load_problem("toy")
 
 
