@@ -154,13 +154,10 @@ def test_simulate_screens_as_the_real_path_does(tmp_path):
 
 def _in_sandbox(script: str, project: Path) -> subprocess.CompletedProcess:
     work = project / "data" / "cache" / "compile"
-    argv = sandbox.wrap(
-        ["/bin/sh", "-c", script],
-        read_only=sandbox.toolchain_paths([]),
-        writable=[str(work)],
-        cwd=str(work),
-        env=sandbox.compiler_environment("cuda"),
+    root = sandbox.Root(
+        sandbox.toolchain_paths([]), [str(work)], cwd=str(work), env=sandbox.compiler_environment("cuda")
     )
+    argv = sandbox.wrap(["/bin/sh", "-c", script], root)
     return subprocess.run(argv, capture_output=True, text=True, timeout=60)
 
 

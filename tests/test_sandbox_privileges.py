@@ -67,15 +67,14 @@ def folders(tmp_path) -> tuple[Path, Path]:
 
 def _in_sandbox(script: str, read_only: Path, work: Path, layers=sandbox.LAYERS, proc=False) -> tuple[str, dict]:
     """Run `script` with /bin/sh in the compiler's sandbox; its output and what each layer did (KSCI_SANDBOX)."""
-    argv = sandbox.wrap(
-        ["/bin/sh", "-c", f'echo "${sandbox.STATUS_VARIABLE}"; {script}'],
+    root = sandbox.Root(
         read_only=[*sandbox.toolchain_paths([]), str(read_only)],
         writable=[str(work)],
         cwd=str(work),
         env=sandbox.compiler_environment("cuda"),
-        layers=layers,
         proc=proc,
     )
+    argv = sandbox.wrap(["/bin/sh", "-c", f'echo "${sandbox.STATUS_VARIABLE}"; {script}'], root, layers=layers)
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     first, _, rest = done.stdout.partition("\n")
     assert done.returncode != 125, done.stderr  # the set-up itself worked

@@ -117,36 +117,41 @@ def sandboxed(
     env = compiler_environment(toolchain.target)
     if search_path is not None:
         env["PATH"] = search_path
-    return wrap(command, read_only=toolchain_paths(extra), writable=[str(work)], cwd=str(work), env=env, proc=proc)
+    return wrap(command, Root(toolchain_paths(extra), [str(work)], cwd=str(work), env=env, proc=proc))
+
+
+@dataclass(frozen=True)
+class Root:
+    """What a sandbox's new root holds: these paths at the same places, read-only or writable, the device files
+    bound one by one, and (`proc`) a fresh /proc of its own PID namespace; the command's working folder and its
+    whole environment."""
+
+    read_only: list[str]
+    writable: list[str]
+    cwd: str
+    env: dict[str, str]
+    devices: tuple[str, ...] = DEVICES
+    proc: bool = False
 
 
 def wrap(
-    command: list[str],
-    read_only: list[str],
-    writable: list[str],
-    cwd: str,
-    env: dict[str, str],
-    devices: tuple[str, ...] = DEVICES,
-    proc: bool = False,
-    network: bool = False,
-    confine: str = "exec",
-    layers: tuple[str, ...] = LAYERS,
+    command: list[str], root: Root, network: bool = False, confine: str = "exec", layers: tuple[str, ...] = LAYERS
 ) -> list[str]:
-    """The argv that runs `command` in new namespaces, in a root holding only these paths (same places), its
-    mounts locked, without capabilities and under the syscall filter (sandbox_enter.py).
+    """The argv that runs `command` in new namespaces, in `root`, its mounts locked, without capabilities and under
+    the syscall filter (sandbox_enter.py).
 
-    `proc`: a fresh /proc of the sandbox's own PID namespace; `network`: keep the host's network namespace (the
-    harness child drops it itself once the GPU runtime is up); `confine`: "self" leaves the capabilities and the
-    filter to the command (the harness child: ksci.evaluate.harness.sandbox.confine_self); `layers`: the
-    least-privilege layers to apply (all; tests apply one at a time)."""
+    `network`: keep the host's network namespace (the harness child drops it itself once the GPU runtime is up);
+    `confine`: "self" leaves the capabilities and the filter to the command (the harness child:
+    ksci.evaluate.harness.sandbox.confine_self); `layers`: the least-privilege layers to apply (all; tests apply one
+    at a time)."""
     spec = {
         "root": str(_root_mountpoint()),
-        "ro": read_only,
-        "rw": writable,
-        "devices": list(devices),
-        "proc": proc,
-        "cwd": cwd,
-        "env": env,
+        "ro": root.read_only,
+        "rw": root.writable,
+        "devices": list(root.devices),
+        "proc": root.proc,
+        "cwd": root.cwd,
+        "env": root.env,
         "tmp_bytes": TMP_BYTES,
         "confine": confine,
         "layers": list(layers),

@@ -115,7 +115,9 @@ def _files(task_dir: Path, spec: dict, text: str, rows: list[dict], benchmarks: 
     table = [{"role": "benchmark" if i < benchmarks else "test", **row} for i, row in enumerate(rows)]
     files = {
         "problem.yaml": common.dump_yaml(spec),
-        "reference.py": common.render("reference.py.j2", problem=spec, fmt="gpumode", cls="GpuModeReference"),
+        "reference.py": common.render(
+            "reference.py.j2", problem=spec, fmt="gpumode", module="gpumode_runtime", cls="GpuModeReference"
+        ),
         "README.md": common.render("README.md.j2", problem=spec, fmt="gpu-mode", rows=table, source=task_dir.name),
         "imported/reference.py": text,
         "imported/task.yml": (task_dir / "task.yml").read_text(),

@@ -85,7 +85,9 @@ def _import(path: Path, requested: str | None, dest: Path, replace: bool) -> Imp
     roles = [{"role": "benchmark and test", **rows[0]}, *({"role": "test", **r} for r in rows[1:])]
     files = {
         "problem.yaml": common.dump_yaml(spec),
-        "reference.py": common.render("reference.py.j2", problem=spec, fmt="kernelbench", cls="KernelBenchReference"),
+        "reference.py": common.render(
+            "reference.py.j2", problem=spec, fmt="kernelbench", module="runtime", cls="KernelBenchReference"
+        ),
         "README.md": common.render("README.md.j2", problem=spec, fmt="KernelBench", rows=roles, source=path.name),
         f"imported/{path.name}": text,
     }

@@ -204,9 +204,10 @@ def module_of(name: str, namespace: dict) -> types.ModuleType:
 
 
 def __getattr__(name: str):
-    """GpuModeReference lives in gpumode_runtime (it imports this module); reference.py files import it from here."""
+    """A reference.py written by an older `ksci import gpumode` imports its class from here: say what to do."""
     if name in ("GpuModeReference", "MatchReference", "utils_module"):
-        from ksci.importers import gpumode_runtime
-
-        return getattr(gpumode_runtime, name)
+        raise ImportError(
+            f"{name} is in ksci.importers.gpumode_runtime: this problem was imported by an older ksci; import its "
+            "task again (ksci import gpumode TASK_DIR --force)"
+        )
     raise AttributeError(name)

@@ -35,7 +35,15 @@ from ksci import PROJECT_ROOT
 from ksci.evaluate import confine
 from ksci.evaluate.bounds import DEFAULTS as _BOUNDS
 from ksci.evaluate.options import EnvironmentProblem
-from ksci.evaluate.sandbox import DEVICES, STATUS_VARIABLE, SandboxStatus, sandbox_status, toolchain_paths, wrap
+from ksci.evaluate.sandbox import (
+    DEVICES,
+    STATUS_VARIABLE,
+    Root,
+    SandboxStatus,
+    sandbox_status,
+    toolchain_paths,
+    wrap,
+)
 from ksci.problem.spec import problem_dirs
 
 OPT_OUT = "KSCI_UNSANDBOXED_HARNESS"
@@ -115,10 +123,8 @@ def confined_child(argv: list[str], scratch: Path, env: dict[str, str]) -> list[
     devices = (*DEVICES, *(d for pattern in GPU_DEVICES for d in sorted(glob.glob(pattern))))
     read_only = [*toolchain_paths([]), "/sys", *python_paths(), str(PROJECT_ROOT / "ksci")]
     read_only += [str(d) for d in problem_dirs()]
-    return wrap(
-        argv, read_only, [str(scratch)], cwd=str(scratch), env=env, devices=devices, proc=True, network=True,
-        confine="self",
-    )  # fmt: skip
+    root = Root(read_only, [str(scratch)], cwd=str(scratch), env=env, devices=devices, proc=True)
+    return wrap(argv, root, network=True, confine="self")
 
 
 def python_paths() -> list[str]:
