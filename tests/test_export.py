@@ -166,14 +166,7 @@ try:
 except ValueError as exc:
     print(exc)
 """
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": str(folder)},
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
+    out = _python_with_package(folder, code)
     assert out.stdout.strip() == (
         f"ksci_{PROBLEM}::{PROBLEM}: m=40 is outside the shape contract (m a multiple of 32 from 64 to 16384; pad or "
         "split the input)"
@@ -251,6 +244,12 @@ props.gcnArchName = "gfx942:sramecc+:xnack-"
 torch.version.hip = "6.2"
 print(_runtime.device_arch("cuda"))
 """
+    out = _python_with_package(folder, code)
+    assert out.stdout.split() == ["sm_90", "gfx942"]
+
+
+def _python_with_package(folder: Path, code: str) -> subprocess.CompletedProcess:
+    """`code` run by a new Python with the exported package importable from `folder`; it must exit 0."""
     out = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
@@ -259,4 +258,4 @@ print(_runtime.device_arch("cuda"))
         env={**os.environ, "PYTHONPATH": str(folder)},
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split() == ["sm_90", "gfx942"]
+    return out
