@@ -183,9 +183,9 @@ class TestReruns:
         phases: list[tuple[str, ...]] = []
         run = Simulator.run
 
-        def counted(self, problem, source, compiled, ran):
+        def counted(self, problem, source, compiled, ran, *args, **kwargs):
             phases.append(tuple(ran))
-            return run(self, problem, source, compiled, ran)
+            return run(self, problem, source, compiled, ran, *args, **kwargs)
 
         monkeypatch.setattr(Simulator, "run", counted)
         return phases
