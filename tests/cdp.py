@@ -86,11 +86,12 @@ class Page:
         text = self.evaluate("document.body ? document.body.innerText : ''") or ""
         raise AssertionError(f"no {what} after {timeout_s} s; the page reads:\n{text[:3000]}")
 
-    def click(self, text: str, selector: str = "button", timeout_s: float = 60) -> None:
+    def click(self, text: str, selector: str = "button", timeout_s: float = 120) -> None:
         """Wait for a visible, enabled element matching `selector` that reads `text` (the last such), on top at its
         centre and at the same place in two looks 0.25 s apart, and click it there. A page that is still laying out
         (a tab's list filling in) moves its rows; a click at where a row was lands on its neighbour (CI once opened
-        the flow's page, not the flow run's, so)."""
+        the flow's page, not the flow run's, so). The wait is a guard, 120 s: on a loaded CI machine the UI's tab
+        list once took over 60 s to settle."""
         find = _FIND % {"selector": json.dumps(selector), "text": json.dumps(text)}
         seen: list[dict] = []
 
