@@ -1,11 +1,13 @@
 // A CPU emulator of the part of HIP that ksci's HIP templates use, for tests only (tests/test_hip_emulated.py).
 // No AMD GPU is reachable from this project; with this header a template's kernel runs on the host, every thread
-// of a workgroup a std::thread, so that the templates' indexing, staging, swizzles, scales and epilogue are checked
-// against the problem's reference. What it does not model: timing, memory ordering beyond __syncthreads, the
-// hardware's rounding inside an MFMA (it sums each product in double and rounds once), anything not below.
+// of a workgroup a fiber (ucontext), so that the templates' indexing, staging, swizzles, scales and epilogue are
+// checked against the problem's reference. What it does not model: timing, memory ordering beyond __syncthreads,
+// the hardware's rounding inside an MFMA (it sums each product in double and rounds once), anything not below.
 //
 // - Workgroups run one after the other; __shared__ variables are function statics (one workgroup's LDS at a time).
-// - Its threads run at nice 19, so that tests running beside it keep their CPU.
+// - A workgroup's threads are fibers on the calling thread, resumed in turn (thread 0, 1, ...); a fiber gives way
+//   only at a barrier. So a launch uses one core, and a barrier costs a context switch in user space per thread
+//   rather than a wake-up of hundreds of kernel threads.
 // - __syncthreads is a barrier of the workgroup's threads.
 // - __shfl_xor is wave-wide too: each lane deposits its value, a barrier, each reads its partner's.
 // - The MFMA (KSCI_EMULATE_MFMA, called by the templates' host path) is wave-wide: every lane of a wave deposits
@@ -13,25 +15,25 @@
 //   lanes' operands, and a second barrier before the slots are reused. Where each element of A, B and D lives
 //   (lane, register, byte) comes from AMD's Matrix Instruction Calculator (tests/data/mfma_layouts.json), written
 //   into KSCI_MFMA_LAYOUTS (a header the test generates) as the tables below read them.
+// - A barrier that can never fill (every live thread waits, some at another barrier or already returned) aborts the
+//   process with a message, where a GPU would hang.
 // - Atomics and __threadfence are the host's (sequentially consistent); hipMalloc is malloc.
 // - FP8 is e4m3fnuz (bias 8, 0x80 the only NaN, no infinities), what the CDNA3 fp8 MFMA reads.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
-#include <barrier>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <cstdio>
+#include <functional>
 #include <memory>
-#include <thread>
 #include <vector>
 
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
+#include <ucontext.h>
 
 #define __global__
 #define __device__
@@ -58,45 +60,106 @@ struct WaveSlots {
     uint64_t shuffled[WAVE];
 };
 
-struct Workgroup {
-    explicit Workgroup(int threads)
-        : block(threads), slots((threads + WAVE - 1) / WAVE) {
-        for (int w = 0; w < (threads + WAVE - 1) / WAVE; ++w)
-            waves.push_back(std::make_unique<std::barrier<>>(std::min(WAVE, threads - w * WAVE)));
+// The fibers of the running workgroup: which one runs, and the scheduler's context it gives way to.
+struct Fibers {
+    ucontext_t scheduler;
+    std::vector<ucontext_t> contexts;
+    std::vector<char> finished;
+    int current = 0;
+    long waits = 0;  // fibers that gave way since a thread last arrived at a barrier or returned
+};
+inline Fibers* fibers;
+
+// Give way to the scheduler, which resumes the next live fiber.
+inline void yield() { swapcontext(&fibers->contexts[fibers->current], &fibers->scheduler); }
+
+// A barrier of `expected` fibers: the last to arrive opens it; the others give way until it has opened.
+struct Barrier {
+    explicit Barrier(int expected_) : expected(expected_) {}
+    int expected, arrived = 0;
+    long phase = 0;
+    void arrive_and_wait() {
+        const long mine = phase;
+        fibers->waits = 0;
+        if (++arrived == expected) {
+            arrived = 0;
+            ++phase;
+            return;
+        }
+        while (phase == mine) {
+            if (++fibers->waits > 4L * (long)fibers->contexts.size() + 16) {
+                std::fprintf(stderr, "hip emulator: a barrier of %d threads can never fill (%d arrived)\n",
+                             expected, arrived);
+                std::abort();
+            }
+            yield();
+        }
     }
-    std::barrier<> block;
-    std::vector<std::unique_ptr<std::barrier<>>> waves;
+};
+
+struct Workgroup {
+    explicit Workgroup(int threads) : block(threads), slots((threads + WAVE - 1) / WAVE) {
+        for (int w = 0; w < (threads + WAVE - 1) / WAVE; ++w)
+            waves.push_back(std::make_unique<Barrier>(std::min(WAVE, threads - w * WAVE)));
+    }
+    Barrier block;
+    std::vector<std::unique_ptr<Barrier>> waves;
     std::vector<WaveSlots> slots;
 };
 
-inline thread_local dim3 thread_idx, block_idx;
-inline thread_local int linear_tid;
-inline thread_local Workgroup* workgroup;
+inline dim3 thread_idx, block_idx;
+inline int linear_tid;
+inline Workgroup* workgroup;
 inline dim3 block_dim, grid_dim;
+inline void (*fiber_body)();  // the running launch's kernel call, as each fiber starts it
+
+inline void fiber_main() {
+    fiber_body();
+    fibers->finished[fibers->current] = 1;
+    fibers->waits = 0;
+}
+
+constexpr size_t FIBER_STACK = 256 * 1024;  // malloc'd, so only the pages a thread touches are backed
 
 template <class Kernel, class... Args>
 void launch(Kernel kernel, dim3 grid, dim3 block, Args... args) {
     block_dim = block;
     grid_dim = grid;
     const int threads = int(block.x * block.y * block.z);
+    static std::function<void()> call;
+    call = [&] { kernel(args...); };
+    fiber_body = [] { call(); };
+    std::vector<std::unique_ptr<char[]>> stacks;
+    for (int t = 0; t < threads; ++t) stacks.emplace_back(new char[FIBER_STACK]);
     for (unsigned bz = 0; bz < grid.z; ++bz)
         for (unsigned by = 0; by < grid.y; ++by)
             for (unsigned bx = 0; bx < grid.x; ++bx) {
                 Workgroup group(threads);
-                std::vector<std::thread> pool;
-                pool.reserve(threads);
-                for (int t = 0; t < threads; ++t)
-                    pool.emplace_back([&, t] {
-                        // At the lowest priority: the emulator's hundreds of threads must not starve the tests
-                        // beside it that have deadlines (a Linux thread is a task of its own here).
-                        setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
+                Fibers state;
+                state.contexts.resize(threads);
+                state.finished.assign(threads, 0);
+                for (int t = 0; t < threads; ++t) {
+                    ucontext_t& context = state.contexts[t];
+                    getcontext(&context);
+                    context.uc_stack.ss_sp = stacks[t].get();
+                    context.uc_stack.ss_size = FIBER_STACK;
+                    context.uc_link = &state.scheduler;
+                    makecontext(&context, fiber_main, 0);
+                }
+                fibers = &state;
+                workgroup = &group;
+                block_idx = dim3(bx, by, bz);
+                for (int live = threads; live > 0;) {
+                    live = 0;
+                    for (int t = 0; t < threads; ++t) {
+                        if (state.finished[t]) continue;
+                        state.current = linear_tid = t;
                         thread_idx = dim3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
-                        block_idx = dim3(bx, by, bz);
-                        linear_tid = t;
-                        workgroup = &group;
-                        kernel(args...);
-                    });
-                for (auto& thread : pool) thread.join();
+                        swapcontext(&state.scheduler, &state.contexts[t]);
+                        live += !state.finished[t];
+                    }
+                }
+                fibers = nullptr;
             }
 }
 
