@@ -1,7 +1,7 @@
 """Every HIP template and HIP solution, run on the CPU against the problem's reference (no AMD GPU is reachable).
 
 tests/support/hip_cpu/hip/hip_runtime.h is a CPU emulator of the part of HIP the templates use: every thread of a
-workgroup a std::thread, __syncthreads a barrier, the FP8 MFMA wave-wide, with each element of A, B and D where
+workgroup a fiber, __syncthreads a barrier, the FP8 MFMA wave-wide, with each element of A, B and D where
 AMD's Matrix Instruction Calculator says it lives (tests/data/mfma_layouts.json, written by
 tests/support/make_mfma_layouts.py), __shfl_xor wave-wide too. A template's kernel is rendered, built for the host
 with clang++-19 (its `kernel<<<...>>>(...)` launches, which plain C++ cannot parse, written as hipLaunchKernelGGL)
