@@ -1,4 +1,4 @@
-"""Three workers on one work pool, six evolutions at once, one lineage store: scripts/check_multi_worker.sh, with
+"""Two workers on one work pool, four evolutions at once, one lineage store: scripts/check_multi_worker.sh, with
 the Prefect server on SQLite (its default). On PostgreSQL, the database docs/deployment.md recommends for several
 GPU hosts: tests/test_multi_worker_postgres.py.
 
