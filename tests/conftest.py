@@ -8,6 +8,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ os.environ["KSCI_GPU_LOCK_DIR"] = tempfile.mkdtemp(prefix="ksci-tests-gpu-locks-
 
 from support.file_order import longest_files_first  # noqa: E402
 from support.prefect_db import TEMPLATE_DIR_ENV, seeded_home  # noqa: E402
+from support.shared_api import start_shared_api  # noqa: E402
 
 from ksci.evaluate.sass import SassToolsMissing, find_sass_tools  # noqa: E402
 from ksci.evaluate.toolchain import ToolchainMissing, find_toolchain  # noqa: E402
@@ -138,3 +140,14 @@ def _stop_prefect_servers_left_running() -> None:
             instance.stop()
     finally:
         logger.setLevel(level)
+
+
+@pytest.fixture(scope="session")
+def shared_prefect_api(tmp_path_factory) -> Iterator[str]:
+    """The URL of this test process's shared Prefect API (tests/support/shared_api.py): pass it to a `ksci evolve`
+    subprocess with support.shared_api.with_shared_api."""
+    api, url = start_shared_api(tmp_path_factory.mktemp("shared-api"))
+    try:
+        yield url
+    finally:
+        api.stop()

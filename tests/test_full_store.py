@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.shared_api import with_shared_api
 
 from ksci.lineage.store import LineageStore
 
@@ -42,13 +43,13 @@ def _namespaces_work() -> bool:
 
 
 @pytest.mark.skipif(not _namespaces_work(), reason="no user and mount namespace here (unshare)")
-def test_a_full_store_ends_the_run_in_one_line_and_the_rerun_loses_nothing(tmp_path):
+def test_a_full_store_ends_the_run_in_one_line_and_the_rerun_loses_nothing(tmp_path, shared_prefect_api):
     store, out = tmp_path / "store", tmp_path / "out"
     store.mkdir()
     out.mkdir()
     env = dict(os.environ, STORE=str(store), OUT=str(out), PY=sys.executable, PYTHONPATH=str(ROOT))
     env.update(PREFECT_HOME=str(tmp_path / "prefect"), KSCI_COMPILE_CACHE=str(tmp_path / "cache"))
-    env.pop("PREFECT_API_URL", None)
+    env = with_shared_api(env, shared_prefect_api)  # the store is what fills up, not the API's database
     namespace = ["unshare", "--user", "--map-root-user", "--mount", "bash", "-c", SCRIPT]
     subprocess.run(namespace, cwd=ROOT, env=env, timeout=900, check=True)
     err1 = (out / "err1").read_text()
