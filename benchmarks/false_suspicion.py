@@ -12,7 +12,7 @@ per kernel; exit status 1 when any honest kernel was not `ok`. Usage, on a GPU h
 
 --skip-slow leaves out the naive fp8 seeds (about 40 s an evaluation; the others take 5 to 15 s). Beside the
 verdicts it prints how close the honest kernels came to the host-gap and device-tail rules: per shape, the calls'
-gap beyond the idle calls' (ksci/evaluate/protocol.py's floor: 30 us) and the tail beyond theirs (floor 60 us), read
+gap beyond the idle calls' (ksci/evaluate/judge/protocol.py's floor: 30 us) and the tail beyond theirs (floor 60 us), read
 from the timing messages as the parent judged them.
 """
 
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from adversarial import honest_kernels  # noqa: E402
 
-from ksci.evaluate import classify, protocol  # noqa: E402
+from ksci.evaluate.judge import classify, protocol  # noqa: E402
 from ksci.evaluate.options import EvaluationOptions  # noqa: E402
 from ksci.evaluate.pipeline import evaluate_source  # noqa: E402
 from ksci.problem.spec import load_problem  # noqa: E402

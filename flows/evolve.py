@@ -35,8 +35,8 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from flows.artifacts import publish_generation
 from ksci.console.events import observer
 from ksci.devices import GPU_PRIORITY
-from ksci.evaluate.harness_process import SPARES
-from ksci.evaluate.isolate import stop_children
+from ksci.evaluate.run.harness_process import SPARES
+from ksci.evaluate.run.isolate import stop_children
 from ksci.lineage.identity import refusal_to_run
 from ksci.lineage.store import LineageStore
 from ksci.llm.config import LlmConfig

@@ -151,7 +151,7 @@ class Lease:
 
     def wait_for_exits(self, deadline: float) -> bool:
         """Block until no earlier run on this GPU is still exiting, or until `deadline` (time.monotonic());
-        whether they all had. Each waits at most its exit grace (ksci.evaluate.isolate.EXIT_GRACE_S)."""
+        whether they all had. Each waits at most its exit grace (ksci.evaluate.run.isolate.EXIT_GRACE_S)."""
         fd = _open_lock(lock_path(self.gpu, EXIT_LOCK))
         try:
             while True:
@@ -188,7 +188,7 @@ class Lease:
 
 def current_lease(gpu: str | None) -> Lease | None:
     """The lease this thread holds on `gpu` (inside any_free_gpu), if any: a harness run on it hands it over at
-    its result and waits for earlier exits before timing (ksci.evaluate.isolate.Child.run)."""
+    its result and waits for earlier exits before timing (ksci.evaluate.run.isolate.Child.run)."""
     lease = _LEASE.get()
     return lease if lease is not None and gpu is not None and lease.gpu == gpu else None
 

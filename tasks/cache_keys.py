@@ -22,7 +22,7 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE, CachePolicy
 from prefect.context import TaskRunContext
 
 from ksci.backends import backend_of
-from ksci.evaluate.hipify import find_hipify
+from ksci.evaluate.toolchain.hipify import find_hipify
 from ksci.problem.spec import problem_root
 
 KSCI = Path(__file__).resolve().parent.parent / "ksci"

@@ -31,7 +31,12 @@ def test_the_harness_hash_follows_every_harness_file(tmp_path, monkeypatch):
     monkeypatch.setattr(cache_keys, "KSCI", copy)
     before = cache_keys.harness_code_hash()
     compile_before = cache_keys.compile_code_hash()
-    for name in ("evaluate/harness/check.py", "evaluate/protocol.py", "evaluate/pipeline.py", "problem/roofline.py"):
+    for name in (
+        "evaluate/harness/check.py",
+        "evaluate/judge/protocol.py",
+        "evaluate/pipeline.py",
+        "problem/roofline.py",
+    ):
         path = copy / name
         path.write_text(path.read_text() + "\n# changed\n")
         assert cache_keys.harness_code_hash() != before, name
@@ -88,7 +93,7 @@ def test_the_hipify_key_follows_the_conversions_code_and_the_converters(tmp_path
     monkeypatch.setattr(cache_keys, "KSCI", copy)
     policy = cache_keys.HipifyCode()
     before = policy.compute_key(None, {}, {})
-    hipify_py = copy / "evaluate" / "hipify.py"
+    hipify_py = copy / "evaluate" / "toolchain" / "hipify.py"
     hipify_py.write_text(hipify_py.read_text() + "\n# changed\n")
     changed = policy.compute_key(None, {}, {})
     assert changed != before

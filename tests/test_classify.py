@@ -2,10 +2,10 @@
 
 import pytest
 
-from ksci.evaluate.classify import classify
-from ksci.evaluate.isolate import ChildOutcome
+from ksci.evaluate.judge.classify import classify
 from ksci.evaluate.options import EnvironmentProblem
 from ksci.evaluate.results import Status, Verdict, geomean
+from ksci.evaluate.run.isolate import ChildOutcome
 from ksci.problem.spec import load_problem
 
 PROBLEM = load_problem("fp8_gemm")
@@ -142,7 +142,7 @@ def test_faster_than_light_is_suspicious_not_ok():
             Status.RUNTIME_ERROR,
         ),
         ([STARTED, {"event": "loaded"}], {"returncode": -11}, Status.RUNTIME_ERROR),
-        # Still running long after its result (ksci.evaluate.isolate.EXIT_GRACE_S), so killed: whatever it reported.
+        # Still running long after its result (ksci.evaluate.run.isolate.EXIT_GRACE_S), so killed: whatever it reported.
         (
             [*OK_RUN, {"event": "result", "status": "ok"}],
             {"lingered": True, "returncode": -9},
@@ -166,7 +166,7 @@ def test_geomean():
 
 
 def test_pinning_respects_the_gpus_the_process_may_use(monkeypatch):
-    from ksci.evaluate.visibility import pin_device
+    from ksci.evaluate.run.visibility import pin_device
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert pin_device("1", "cuda") == {"CUDA_VISIBLE_DEVICES": "1"}
@@ -178,7 +178,7 @@ def test_pinning_respects_the_gpus_the_process_may_use(monkeypatch):
 
 
 def test_the_gpu_window_says_how_much_of_it_was_the_harness_starting(monkeypatch):
-    """run_phases stamps the window with when "started", "loaded" and the "result" came (ksci.evaluate.isolate
+    """run_phases stamps the window with when "started", "loaded" and the "result" came (ksci.evaluate.run.isolate
     measures them): the start-up, and after the result the child's exit."""
     import ksci.evaluate.stages as stages
     from ksci.evaluate.options import EvaluationOptions

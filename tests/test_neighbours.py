@@ -1,4 +1,4 @@
-"""A `suspicious` verdict names the other processes on its GPU (ksci/evaluate/neighbours.py): a stand-in
+"""A `suspicious` verdict names the other processes on its GPU (ksci/evaluate/judge/neighbours.py): a stand-in
 `nvidia-smi` on PATH answers `--query-compute-apps` as the real one prints it (one CSV line per process: GPU uuid,
 pid, process name), so the real query, parse and pipeline path (ksci.evaluate.pipeline.run_compiled) are taken."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ksci.evaluate.neighbours import gpu_neighbours, with_neighbours
+from ksci.evaluate.judge.neighbours import gpu_neighbours, with_neighbours
 from ksci.evaluate.options import EvaluationOptions
 from ksci.evaluate.pipeline import run_compiled
 from ksci.evaluate.results import CompileResult, Status, Verdict

@@ -16,9 +16,9 @@ import pytest
 from ksci.evaluate.options import EvaluationOptions
 from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import Status
-from ksci.evaluate.screen import _ASM_BEFORE, MAX_SOURCE_BYTES, _first_interposition, screen_source
-from ksci.evaluate.screen_load_time import _classes_with_constructors, closing_braces, declarations, file_scope
-from ksci.evaluate.screen_text import strip_comments_and_literals, tokens
+from ksci.evaluate.screen.literals import strip_comments_and_literals, tokens
+from ksci.evaluate.screen.load_time import _classes_with_constructors, closing_braces, declarations, file_scope
+from ksci.evaluate.screen.source import _ASM_BEFORE, MAX_SOURCE_BYTES, _first_interposition, screen_source
 from ksci.problem.spec import load_problem
 
 LOOSE_CPU_SECONDS = 60.0

@@ -29,10 +29,10 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
 
 from ksci.backends.cost_model import point_time_us, unit
-from ksci.evaluate.compile import source_hash
 from ksci.evaluate.options import EnvironmentProblem, EvaluationOptions
 from ksci.evaluate.results import CompileResult, ShapeTiming, Status, Timing, Verdict, geomean
 from ksci.evaluate.stages import screen_refusal
+from ksci.evaluate.toolchain.compile import source_hash
 from ksci.lineage.store import shape_times
 from ksci.problem.compose import composed_plan
 from ksci.problem.contract import draw_held_out

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ksci.evaluate.options import EvaluationOptions
 from ksci.evaluate.stages import compile_candidate, first_error, prepare
-from ksci.evaluate.toolchain import ToolchainMissing, find_toolchain
+from ksci.evaluate.toolchain.toolchains import ToolchainMissing, find_toolchain
 from ksci.export.source import EXIT_ENVIRONMENT, EXIT_FAILED, ExportRefused
 from ksci.problem.spec import Problem
 

@@ -1,6 +1,6 @@
 """How the parent turns what the harness child reported (or failed to report) into a verdict.
 
-The child is not trusted: its messages are checked against their schema (ksci/evaluate/protocol.py), an ok result
+The child is not trusted: its messages are checked against their schema (ksci/evaluate/judge/protocol.py), an ok result
 must come with at least the checks and timings an honest run of its phases makes (expected_reports), and its
 timings must agree with the parent's clock and with the speed of light (ksci.problem.roofline).
 """
@@ -10,10 +10,10 @@ from __future__ import annotations
 from signal import SIGSYS
 
 from ksci.evaluate.harness.plan import held_out_plan, recheck_shapes
-from ksci.evaluate.isolate import EXIT_GRACE_S, ChildOutcome
+from ksci.evaluate.judge.protocol import CLOCK_TOLERANCE, ParentClock, timing_doubts, validate_message
 from ksci.evaluate.options import EnvironmentProblem, EvaluationOptions
-from ksci.evaluate.protocol import CLOCK_TOLERANCE, ParentClock, timing_doubts, validate_message
 from ksci.evaluate.results import CheckResult, ShapeTiming, Status, Timing, Verdict, geomean
+from ksci.evaluate.run.isolate import EXIT_GRACE_S, ChildOutcome
 from ksci.problem.roofline import peaks_for, speed_of_light_us
 from ksci.problem.spec import Problem, shape_key
 
@@ -25,7 +25,7 @@ def expected_reports(problem: Problem, options: EvaluationOptions, held_out: int
     test shape (verification_plan in ksci.evaluate.harness.child). Benchmark: per shape, the warm-up set and at
     least two timed outputs (two batches, at least one sampled in each; how many more depends on the batches), one
     timing; then every test shape's `spec` sets again on new seeds, the other profiles on recheck_shapes. Each timing
-    also says how many timed outputs it checked, which ksci/evaluate/protocol.py holds against the number of timed
+    also says how many timed outputs it checked, which ksci/evaluate/judge/protocol.py holds against the number of timed
     calls. `held_out`: how many held-out shapes the go-ahead named, each checked on held_out_plan's profiles.
     """
     extra = sum(1 for profile in problem.inputs if profile != "spec")
@@ -55,9 +55,11 @@ def classify(problem: Problem, outcome: ChildOutcome, verdict: Verdict, expect: 
         verdict.fingerprint["held_out_skipped"] = [{k: v for k, v in m.items() if k != "event"} for m in skipped]
     verdict.harness_log = outcome.output
     result = outcome.last("result")
-    if outcome.over_limit:  # what it printed or reported went past ksci.evaluate.bounds: nothing of it is trusted
+    if (
+        outcome.over_limit
+    ):  # what it printed or reported went past ksci.evaluate.sandbox.bounds: nothing of it is trusted
         return _fail(verdict, Status.RUNTIME_ERROR, outcome.over_limit)
-    if (denied := outcome.last("denied")) is not None:  # the child ended at the call (ksci.evaluate.confine)
+    if (denied := outcome.last("denied")) is not None:  # the child ended at the call (ksci.evaluate.sandbox.confine)
         return _fail(verdict, Status.RUNTIME_ERROR, f"crashed: denied system call {denied['syscall']}")
     if outcome.timed_out:
         return _fail(verdict, Status.TIMEOUT, f"killed after {outcome.wall_s:.0f} s (hard timeout)")
@@ -141,7 +143,7 @@ def _report_doubts(outcome: ChildOutcome, verdict: Verdict) -> list[str]:
 def _parent_clock_us(outcome: ChildOutcome) -> dict[int, ParentClock]:
     """For each timing message (by id), the parent's clock from its shape's `shape` message to it, in us: the least
     and the most it can have been, from each message's sending interval [sent_after, arrival]
-    (ksci/evaluate/report_pipe.py; an outcome without sent_after times counts each arrival as its sending)."""
+    (ksci/evaluate/run/report_pipe.py; an outcome without sent_after times counts each arrival as its sending)."""
     if len(outcome.arrivals) != len(outcome.messages):
         return {}
     sent_after = outcome.sent_after if len(outcome.sent_after) == len(outcome.messages) else outcome.arrivals
@@ -162,7 +164,7 @@ def _fail(verdict: Verdict, status: Status, message: str) -> Verdict:
 
 
 def _death(returncode: int | None) -> str:
-    if returncode == -SIGSYS:  # a denied call whose SIGSYS handler was taken away (ksci.evaluate.confine)
+    if returncode == -SIGSYS:  # a denied call whose SIGSYS handler was taken away (ksci.evaluate.sandbox.confine)
         return "crashed: denied system call (killed by SIGSYS; the call was not made)"
     if returncode is not None and returncode < 0:
         return f"the harness process was killed by signal {-returncode}"

@@ -27,7 +27,7 @@ TAIL_FLOOR_US = 60.0
 TAIL_FRACTION = 0.25
 # The child's clock over one shape against the parent's: the time between the shape's two report messages on the
 # parent's clock, which the child's code cannot touch, as an interval (ParentClock): each message was written after
-# the parent last saw the pipe empty and before it read it (ksci/evaluate/report_pipe.py). The slack covers the
+# the parent last saw the pipe empty and before it read it (ksci/evaluate/run/report_pipe.py). The slack covers the
 # child's own work between its clock readings and its writes (encoding the timing message), milliseconds at most.
 PARENT_CLOCK_SLACK_US = 20000.0
 PAUSE_SHOWN_US = 50000.0  # a parent's interval wider than this is named a pause in the doubt's words
