@@ -48,7 +48,7 @@ from ksci.run import DEFAULT_STORE, RunSpec, progress_line
 from ksci.schedule import Hooks, ready, run_generations
 from tasks.evaluation import CandidateChain, start_spare_harnesses
 from tasks.profile import profile_best
-from tasks.stages import read_population
+from tasks.proposing import read_population
 from tasks.steps import generation_steps
 
 __all__ = ["DEFAULT_STORE", "evolve", "evolve_generation"]

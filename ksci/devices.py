@@ -35,7 +35,7 @@ POLL_S = 0.1
 # spare that started earlier, or one started now if none is left). A verification holds a GPU for 1 to 3 s, less
 # than Python and torch take to start (2 to 7 s on a busy host), so a harness started by the next in line alone
 # would often still be starting when the GPU frees up. Also how many spares are kept per GPU and phase
-# (tasks.stages._spares).
+# (tasks.evaluation._spares).
 START_AHEAD = 2
 EXIT_LOCK = "exit"  # the second lock file of a GPU, held by runs whose process is still exiting (Lease)
 EXIT_POLL_S = 0.005  # how often a run that waits for earlier exits looks again

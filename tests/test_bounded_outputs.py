@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from children import reporting_child
 
+from ksci.evaluate.host_stages import first_error
 from ksci.evaluate.judge.classify import classify
 from ksci.evaluate.results import Status, Verdict
 from ksci.evaluate.run.isolate import run_child
-from ksci.evaluate.stages import first_error
 from ksci.evaluate.toolchain.compile import compile_source
 from ksci.evaluate.toolchain.toolchains import find_toolchain
 from ksci.problem.spec import load_problem

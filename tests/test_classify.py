@@ -180,21 +180,21 @@ def test_pinning_respects_the_gpus_the_process_may_use(monkeypatch):
 def test_the_gpu_window_says_how_much_of_it_was_the_harness_starting(monkeypatch):
     """run_phases stamps the window with when "started", "loaded" and the "result" came (ksci.evaluate.run.isolate
     measures them): the start-up, and after the result the child's exit."""
-    import ksci.evaluate.stages as stages
+    from ksci.evaluate import host_stages
     from ksci.evaluate.options import EvaluationOptions
     from ksci.evaluate.results import CompileResult
 
     first_s = {"started": 2.5, "loaded": 2.75, "result": 4.0}
     outcome = ChildOutcome(messages=[*OK_RUN, _timing(100.0), RESULT_OK], returncode=0, output="", first_s=first_s)
-    monkeypatch.setattr(stages, "run_harness", lambda problem, library, options, held_out=None: outcome)
+    monkeypatch.setattr(host_stages, "run_harness", lambda problem, library, options, held_out=None: outcome)
     compiled = CompileResult(ok=True, target="cuda", arch="sm_90a", toolchain="nvcc", command=[], log="")
     options = EvaluationOptions(phases=("benchmark",), device="1")
-    window = stages.run_phases(PROBLEM, compiled, options).fingerprint["gpu_window"]
+    window = host_stages.run_phases(PROBLEM, compiled, options).fingerprint["gpu_window"]
     assert window["started_s"] == 2.5 and window["loaded_s"] == 2.75 and window["result_s"] == 4.0
     assert window["device"] == "1" and window["phases"] == ["benchmark"] and window["start"] <= window["end"]
     assert "exited_s" not in window
 
     # Handed over at its result (ksci.devices.Lease): the GPU was the run's until then, its exit came later.
     outcome.handed_over_s, outcome.wall_s = 4.01, 4.25
-    window = stages.run_phases(PROBLEM, compiled, options).fingerprint["gpu_window"]
+    window = host_stages.run_phases(PROBLEM, compiled, options).fingerprint["gpu_window"]
     assert window["end"] == pytest.approx(window["start"] + 4.01) and window["exited_s"] == 4.25

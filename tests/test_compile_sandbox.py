@@ -23,9 +23,9 @@ import pytest
 
 from ksci.backends.simulated import SimulatedBackend
 from ksci.evaluate.options import EnvironmentProblem, EvaluationOptions
-from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import Status
 from ksci.evaluate.sandbox import compiler as sandbox
+from ksci.evaluate.stage_order import evaluate_source
 from ksci.evaluate.toolchain.compile import compile_source
 from ksci.evaluate.toolchain.toolchains import find_toolchain
 from ksci.lineage.store import CandidateMeta, LineageStore, candidate_from_verdict, candidate_id_of

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import Status
+from ksci.evaluate.stage_order import evaluate_source
 from ksci.problem.compose import compose_kernel, plan_of
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, list_problems, load_problem, shape_key
@@ -116,8 +116,8 @@ def test_a_tuned_point_alone_and_composed_with_the_default_is_ok(name, template,
 def test_spare_harnesses_each_run_the_library_their_go_ahead_names(gpu_target):
     """A spare harness process (ksci.evaluate.run.harness_process.SpareHarnesses) is started before any candidate is known: the
     second candidate here runs in the spare the first one left, and must get its own library, not the first's."""
+    from ksci.evaluate.host_stages import compile_candidate, prepare, run_phases
     from ksci.evaluate.run.harness_process import SPARES, Harness
-    from ksci.evaluate.stages import compile_candidate, prepare, run_phases
 
     problem = load_problem("fp8_gemm")
     options = _options(problem, gpu_target)
@@ -140,7 +140,7 @@ def test_spare_harnesses_each_run_the_library_their_go_ahead_names(gpu_target):
 
 
 def test_baselines_are_timed_and_checked(gpu_target):
-    from ksci.evaluate.stages import measure_baselines
+    from ksci.evaluate.host_stages import measure_baselines
 
     problem = load_problem("fp8_gemm")
     verdict = measure_baselines(problem, _options(problem, gpu_target))

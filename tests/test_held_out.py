@@ -11,8 +11,8 @@ from test_problem import _problem_folder, _set
 from ksci.backends.simulated import SimulatedBackend
 from ksci.evaluate.judge.classify import expected_reports
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import CheckResult, Status, Verdict
+from ksci.evaluate.stage_order import evaluate_source
 from ksci.llm.prompts import render_messages
 from ksci.problem.contract import contract_of, derived_contract, draw_held_out, hide_held_out, outside
 from ksci.problem.render import render_kernel

@@ -25,9 +25,9 @@ import pytest
 from support.imported_problems import kernels, sources
 
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import HipifyResult, Status
 from ksci.evaluate.setup import EvaluationSetup
+from ksci.evaluate.stage_order import evaluate_source
 from ksci.evaluate.toolchain.compile import compile_source
 from ksci.evaluate.toolchain.hipify import TORCH, hipify_with_torch, refusal
 from ksci.evaluate.toolchain.toolchains import find_toolchain

@@ -8,9 +8,9 @@ import pytest
 from support.imported_problems import expected, import_all, kernels, sources
 
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import Status
 from ksci.evaluate.screen.source import screen_source
+from ksci.evaluate.stage_order import evaluate_source
 from ksci.evaluate.toolchain.compile import compile_source
 from ksci.evaluate.toolchain.toolchains import find_toolchain
 from ksci.problem.spec import has_entry_point, load_problem

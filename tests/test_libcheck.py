@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from ksci.evaluate.host_stages import compile_candidate
 from ksci.evaluate.options import EvaluationOptions
 from ksci.evaluate.screen.library import check_library
-from ksci.evaluate.stages import compile_candidate
 from ksci.evaluate.toolchain.compile import compile_source
 from ksci.evaluate.toolchain.toolchains import find_toolchain
 from ksci.problem.render import render_kernel

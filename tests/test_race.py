@@ -17,7 +17,8 @@ import pytest
 
 from ksci.evaluate.harness.child import Session
 from ksci.evaluate.harness.timing import CallSample, TimedCalls, TimingPolicy, raced_out
-from ksci.evaluate.judge.protocol import summarise, validate_message
+from ksci.evaluate.judge.report_schema import validate_message
+from ksci.evaluate.judge.timing_rules import summarise
 from ksci.proposers.per_shape import best_shape_times
 
 SHAPE = {"m": 64, "n": 64, "k": 128, "seed": 1}

@@ -346,7 +346,7 @@ def test_on_a_gpu_a_hostile_kernel_is_named_and_writes_nothing(gpu_target, aimed
     """The whole pipeline (screen, compile, library check, the harness child on the GPU): not ok, the line names
     the denied call, nothing in the read-only folder or /usr/local, no connection to the port."""
     from ksci.evaluate.options import EvaluationOptions
-    from ksci.evaluate.pipeline import evaluate_source
+    from ksci.evaluate.stage_order import evaluate_source
 
     if gpu_target != "cuda":
         pytest.skip("the hostile kernels are CUDA")
@@ -367,7 +367,7 @@ def test_on_a_gpu_a_hostile_kernel_is_named_and_writes_nothing(gpu_target, aimed
 @pytest.mark.gpu
 def test_on_a_gpu_an_honest_kernel_is_ok_under_the_filter(gpu_target, tmp_path):
     from ksci.evaluate.options import EvaluationOptions
-    from ksci.evaluate.pipeline import evaluate_source
+    from ksci.evaluate.stage_order import evaluate_source
 
     if gpu_target != "cuda":
         pytest.skip("the honest kernel here is CUDA")

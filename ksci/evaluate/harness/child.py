@@ -40,7 +40,7 @@ from ksci.evaluate.harness.timing import (
     slower_idle,
     time_calls,
 )
-from ksci.evaluate.judge.protocol import summarise
+from ksci.evaluate.judge.timing_rules import summarise
 from ksci.evaluate.sandbox.harness import confine_self, drop_network, limit_resources
 from ksci.problem.spec import load_problem, shape_key
 
@@ -227,7 +227,7 @@ class Session:
         timing = {"kernel": summarise(calls.kernel_us), "integrity": calls.integrity(idle)}
         if self.request.get("time_baselines", True):
             timing.update(self.time_baselines(self.rotated_cases(shape), flush))
-        # The child's own clock over the whole shape, which the parent holds against its clock (ksci/evaluate/judge/protocol.py).
+        # The child's own clock over the whole shape, which the parent holds against its clock (ksci/evaluate/judge/timing_rules.py).
         timing["integrity"]["shape_host_us"] = (time.perf_counter() - shape_start) * 1e6
         self.reporter.send("timing", shape=_plain(shape), key=shape_key(shape), **self.work(shape), **timing)
         return True

@@ -71,7 +71,7 @@ def live_children() -> frozenset[int]:
 class ChildOutcome:
     messages: list[dict] = field(default_factory=list)  # validated JSON objects from the report pipe
     # When each message reached the parent (time.monotonic(), one per message): the parent's own clock, which the
-    # child's code cannot touch, held against the child's reports (ksci/evaluate/judge/protocol.py timing_doubts).
+    # child's code cannot touch, held against the child's reports (ksci/evaluate/judge/timing_rules.py timing_doubts).
     arrivals: list[float] = field(default_factory=list)
     # The last time the parent saw the report pipe empty before each message (it was written after): with
     # `arrivals`, an interval that widens honestly where the parent paused (ksci/evaluate/run/report_pipe.py).

@@ -2,7 +2,7 @@
 prepare (size limit, entry point, hipify), compile (screen, sandboxed compiler, library check), run the phases in
 the harness child (verify and/or time, then classify), and the baselines alone.
 
-ksci/evaluate/pipeline.py orders them (through a Backend, ksci/backends/); ksci/backends/real.py is the backend
+ksci/evaluate/stage_order.py orders them (through a Backend, ksci/backends/); ksci/backends/real.py is the backend
 built from them. Candidate failures come back as values (a CompileResult not ok, a Verdict); problems of the
 environment (no compiler, no GPU) raise.
 """
