@@ -95,7 +95,7 @@ def test_a_stopping_run_kills_a_running_tool_and_says_so_instead_of_a_failure():
         from ksci.evaluate.run import isolate
         threading.Timer(1.0, isolate.stop_children).start()
         started = time.monotonic()
-        harness = isolate.Child(["sh", "-c", "sleep 30"])  # a harness child, as ksci/evaluate/harness_process starts
+        harness = isolate.Child(["sh", "-c", "sleep 30"])  # a harness child, as ksci/evaluate/run/harness_process.py starts
         said = []
 
         def tool():
