@@ -26,8 +26,8 @@ from pathlib import Path
 from catch_table import print_catch_table  # benchmarks/, the script's own folder
 
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import Status
+from ksci.evaluate.stage_order import evaluate_source
 from ksci.problem.contract import DEFAULT_COUNT
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, load_problem

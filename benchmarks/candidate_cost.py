@@ -6,7 +6,7 @@ are timed once per generation, not beside each candidate (flows/evolve.py's gene
 times, for one compiled kernel and on one GPU, each of:
 
 - a harness-like process start: `python -c "import torch"` and a first CUDA call, as a spare harness pays it;
-- the verify run, the benchmark run without the baselines, the benchmark run with them (ksci.evaluate.pipeline's
+- the verify run, the benchmark run without the baselines, the benchmark run with them (ksci.evaluate.stage_order's
   evaluate_source, the compile cached), so the baselines' cost is the difference of the last two;
 - both phases in one run without the baselines: a candidate as an evolution evaluates it;
 - within the benchmark: the device time of the candidate's timed calls (median x calls per shape, summed) against
@@ -30,7 +30,7 @@ import sys
 import time
 
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.pipeline import evaluate_source
+from ksci.evaluate.stage_order import evaluate_source
 from ksci.problem.contract import DEFAULT_COUNT
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import load_problem, shape_key

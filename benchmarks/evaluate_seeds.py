@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.pipeline import evaluate_source
+from ksci.evaluate.stage_order import evaluate_source
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, load_problem
 

@@ -20,8 +20,8 @@ import json
 from pathlib import Path
 
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import Status, Verdict, geomean
+from ksci.evaluate.stage_order import evaluate_source
 from ksci.lineage.store import LineageStore
 from ksci.problem.spec import load_problem, shape_key
 

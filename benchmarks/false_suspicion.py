@@ -12,7 +12,7 @@ per kernel; exit status 1 when any honest kernel was not `ok`. Usage, on a GPU h
 
 --skip-slow leaves out the naive fp8 seeds (about 40 s an evaluation; the others take 5 to 15 s). Beside the
 verdicts it prints how close the honest kernels came to the host-gap and device-tail rules: per shape, the calls'
-gap beyond the idle calls' (ksci/evaluate/protocol.py's floor: 30 us) and the tail beyond theirs (floor 60 us), read
+gap beyond the idle calls' (ksci/evaluate/judge/timing_rules.py's floor: 30 us) and the tail beyond theirs (floor 60 us), read
 from the timing messages as the parent judged them.
 """
 
@@ -32,20 +32,20 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from adversarial import honest_kernels  # noqa: E402
 
-from ksci.evaluate import classify, protocol  # noqa: E402
+from ksci.evaluate.judge import timing_rules  # noqa: E402
 from ksci.evaluate.options import EvaluationOptions  # noqa: E402
-from ksci.evaluate.pipeline import evaluate_source  # noqa: E402
+from ksci.evaluate.stage_order import evaluate_source  # noqa: E402
 from ksci.problem.spec import load_problem  # noqa: E402
 
 PROBLEMS = ("fp8_gemm", "fp8_gemm_kmajor", "rmsnorm")
 SLOW = {"fp8_gemm seed:naive", "fp8_gemm_kmajor seed:naive"}
 SPIN = "while True: pass"
 _EVALUATION = threading.local()  # the margins of the evaluation this thread runs
-_judge = classify.timing_doubts
+_judge = timing_rules.timing_doubts
 
 
 def _margins_kept(message: dict, parent_us=None) -> list[str]:
-    """classify's timing_doubts, unchanged, keeping each shape's margins to the rules on the way."""
+    """timing_rules.timing_doubts, unchanged, keeping each shape's margins to the rules on the way."""
     integrity = message["integrity"]
     gap = integrity["gap_us"] - integrity["gap_idle_us"]
     tail = min(integrity["tail_us"] - integrity["tail_idle_us"], integrity["sync_us"] - integrity["sync_idle_us"])
@@ -58,15 +58,15 @@ def _margins_kept(message: dict, parent_us=None) -> list[str]:
                 "gap_us": gap,
                 "tail_us": tail,
                 "idle_gap_us": integrity["gap_idle_us"],
-                # How much of each rule's limit the shape used (protocol.timing_doubts: a doubt above 1.0)
-                "gap_share": gap / max(protocol.GAP_FLOOR_US, protocol.GAP_FRACTION * median),
-                "tail_share": tail / max(protocol.TAIL_FLOOR_US, protocol.TAIL_FRACTION * median),
+                # How much of each rule's limit the shape used (timing_rules.timing_doubts: a doubt above 1.0)
+                "gap_share": gap / max(timing_rules.GAP_FLOOR_US, timing_rules.GAP_FRACTION * median),
+                "tail_share": tail / max(timing_rules.TAIL_FLOOR_US, timing_rules.TAIL_FRACTION * median),
             }
         )
     return _judge(message, parent_us)
 
 
-classify.timing_doubts = _margins_kept
+timing_rules.timing_doubts = _margins_kept
 
 
 def kernels(skip_slow: bool) -> list[tuple[str, str, str]]:

@@ -17,8 +17,8 @@ import json
 from pathlib import Path
 
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import geomean
+from ksci.evaluate.stage_order import evaluate_source
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import load_problem, shape_key
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import torch
 
-from ksci.evaluate.compile import compile_source
 from ksci.evaluate.harness.child import Candidate
-from ksci.evaluate.toolchain import default_arch, find_toolchain
+from ksci.evaluate.toolchain.compile import compile_source
+from ksci.evaluate.toolchain.toolchains import default_arch, find_toolchain
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import load_problem
 

@@ -31,8 +31,8 @@ from pathlib import Path
 import torch
 from hopper_fp8 import geomean, time_us  # the same timing as the whole-kernel benchmark (this folder)
 
-from ksci.evaluate.compile import compile_source
-from ksci.evaluate.toolchain import find_toolchain
+from ksci.evaluate.toolchain.compile import compile_source
+from ksci.evaluate.toolchain.toolchains import find_toolchain
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import load_problem
 

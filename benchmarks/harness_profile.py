@@ -15,7 +15,7 @@ import time
 
 from ksci.evaluate.harness import child as C
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.pipeline import evaluate_source
+from ksci.evaluate.stage_order import evaluate_source
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import load_problem
 

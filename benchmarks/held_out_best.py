@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import Status
+from ksci.evaluate.stage_order import evaluate_source
 from ksci.lineage.store import LineageStore
 from ksci.problem.contract import MAX_HELD_OUT
 from ksci.problem.spec import load_problem, shape_key

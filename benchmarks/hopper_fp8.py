@@ -1,6 +1,6 @@
 """Development benchmark of the Hopper FP8 wgmma templates (fp8_gemm_kmajor and fp8_gemm) next to cuBLASLt.
 
-Renders template points, builds them with ksci's compile path (ksci.evaluate.compile.compile_source; the static screen and
+Renders template points, builds them with ksci's compile path (ksci.evaluate.toolchain.compile.compile_source; the static screen and
 the library check are run and reported, not enforced, as this script is for iterating on the kernels), loads each
 library with ctypes, checks it against the problem's reference() on test shapes (fresh inputs, poisoned output,
 the problem's rtol/atol per element), then times every benchmark shape with CUDA events (L2 flushed before each
@@ -34,9 +34,9 @@ from pathlib import Path
 
 import torch
 
-from ksci.evaluate.compile import compile_source
-from ksci.evaluate.screen import screen_source
-from ksci.evaluate.toolchain import default_arch, find_toolchain
+from ksci.evaluate.screen.source import screen_source
+from ksci.evaluate.toolchain.compile import compile_source
+from ksci.evaluate.toolchain.toolchains import default_arch, find_toolchain
 from ksci.problem.render import check_params, render_kernel
 from ksci.problem.roofline import peaks_for, speed_of_light_us
 from ksci.problem.spec import ProblemError, load_problem
@@ -113,7 +113,7 @@ def build(problem, template, point: dict, cache: Path) -> dict:
     }
     if result.ok:
         try:
-            from ksci.evaluate.libcheck import check_library
+            from ksci.evaluate.screen.library import check_library
 
             record["libcheck"] = check_library(result.library, "cuda").message or "passes"
         except ImportError as exc:  # pyelftools may be missing on the device

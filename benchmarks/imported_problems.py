@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # tests/support: the scripted LLM serve
 from support.imported_problems import expected, import_all, kernels  # noqa: E402
 
 from ksci.evaluate.options import EvaluationOptions  # noqa: E402
-from ksci.evaluate.pipeline import evaluate_source  # noqa: E402
+from ksci.evaluate.stage_order import evaluate_source  # noqa: E402
 from ksci.problem.spec import load_problem  # noqa: E402
 
 

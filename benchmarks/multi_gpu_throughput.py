@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ksci.evaluate.visibility import visible_gpus
+from ksci.evaluate.run.visibility import visible_gpus
 from ksci.lineage.store import LineageStore
 
 

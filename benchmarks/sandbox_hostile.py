@@ -37,7 +37,7 @@ HERE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(HERE))
 
 from ksci.evaluate.options import EvaluationOptions  # noqa: E402
-from ksci.evaluate.pipeline import evaluate_source  # noqa: E402
+from ksci.evaluate.stage_order import evaluate_source  # noqa: E402
 from ksci.problem.spec import load_problem  # noqa: E402
 
 KERNELS = sorted((HERE / "kernels" / "fp8_gemm" / "solutions" / "adversarial").glob("sandbox_*.cu"))
@@ -47,7 +47,7 @@ COST = """
 import json, sys, time
 from pathlib import Path
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.pipeline import evaluate_source
+from ksci.evaluate.stage_order import evaluate_source
 from ksci.problem.spec import load_problem
 problem = load_problem("rmsnorm")
 source = (problem.root / "solutions" / "correct" / "warp_per_row.cu").read_text()

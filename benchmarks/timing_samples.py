@@ -1,4 +1,4 @@
-"""Record what the harness measures of each timed call, for the timing rules in ksci/evaluate/protocol.py.
+"""Record what the harness measures of each timed call, for the timing rules in ksci/evaluate/judge/timing_rules.py.
 
 For each kernel given (a source file, or `seed:TEMPLATE` for a seed's default point) it runs the harness once,
 screen and library check included, and prints per shape: the median call, the host latency the events do not
@@ -16,14 +16,14 @@ import argparse
 import json
 from pathlib import Path
 
-from ksci.evaluate.classify import classify, expected_reports
-from ksci.evaluate.compile import compile_source
-from ksci.evaluate.harness_process import run_harness
+from ksci.evaluate.host_stages import compile_candidate
+from ksci.evaluate.judge.classify import classify, expected_reports
+from ksci.evaluate.judge.timing_rules import timing_doubts
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.protocol import timing_doubts
 from ksci.evaluate.results import Status, Verdict
-from ksci.evaluate.stages import compile_candidate
-from ksci.evaluate.toolchain import default_arch, find_toolchain
+from ksci.evaluate.run.harness_process import run_harness
+from ksci.evaluate.toolchain.compile import compile_source
+from ksci.evaluate.toolchain.toolchains import default_arch, find_toolchain
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import DIALECT_OF_TARGET, load_problem
 

@@ -35,8 +35,8 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from flows.artifacts import publish_generation
 from ksci.console.events import observer
 from ksci.devices import GPU_PRIORITY
-from ksci.evaluate.harness_process import SPARES
-from ksci.evaluate.isolate import stop_children
+from ksci.evaluate.run.harness_process import SPARES
+from ksci.evaluate.run.isolate import stop_children
 from ksci.lineage.identity import refusal_to_run
 from ksci.lineage.store import LineageStore
 from ksci.llm.config import LlmConfig
@@ -48,7 +48,7 @@ from ksci.run import DEFAULT_STORE, RunSpec, progress_line
 from ksci.schedule import Hooks, ready, run_generations
 from tasks.evaluation import CandidateChain, start_spare_harnesses
 from tasks.profile import profile_best
-from tasks.stages import read_population
+from tasks.proposing import read_population
 from tasks.steps import generation_steps
 
 __all__ = ["DEFAULT_STORE", "evolve", "evolve_generation"]

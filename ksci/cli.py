@@ -34,8 +34,8 @@ from ksci.commands import (
 )
 from ksci.errors import os_error_line
 from ksci.evaluate.options import EnvironmentProblem
-from ksci.evaluate.toolchain import ToolchainMissing
-from ksci.evaluate.visibility import gpu_visible, visible_gpus
+from ksci.evaluate.run.visibility import gpu_visible, visible_gpus
+from ksci.evaluate.toolchain.toolchains import ToolchainMissing
 from ksci.export.command import add_export_command
 from ksci.lineage.storage import check_store_root
 from ksci.problem.spec import DIALECT_OF_TARGET, ProblemError, load_problem

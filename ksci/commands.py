@@ -14,13 +14,13 @@ import sys
 from pathlib import Path
 
 from ksci.console.listing import aligned, problem_cells, problem_entry
-from ksci.evaluate.compile import compile_source, name_source, with_source_name
-from ksci.evaluate.hipify import LEFT_CUDA_ONLY, REFUSED, find_hipify, hipify_source, looks_like_cuda
+from ksci.evaluate.host_stages import first_error, measure_baselines
 from ksci.evaluate.options import DEFAULT_CACHE_DIR, EvaluationOptions
-from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import HipifyResult, Status
-from ksci.evaluate.stages import first_error, measure_baselines
-from ksci.evaluate.toolchain import ToolchainMissing, default_arch, find_toolchain
+from ksci.evaluate.stage_order import evaluate_source
+from ksci.evaluate.toolchain.compile import compile_source, name_source, with_source_name
+from ksci.evaluate.toolchain.hipify import LEFT_CUDA_ONLY, REFUSED, find_hipify, hipify_source, looks_like_cuda
+from ksci.evaluate.toolchain.toolchains import ToolchainMissing, default_arch, find_toolchain
 from ksci.problem.contract import DEFAULT_COUNT, MAX_HELD_OUT
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import (

@@ -35,7 +35,7 @@ POLL_S = 0.1
 # spare that started earlier, or one started now if none is left). A verification holds a GPU for 1 to 3 s, less
 # than Python and torch take to start (2 to 7 s on a busy host), so a harness started by the next in line alone
 # would often still be starting when the GPU frees up. Also how many spares are kept per GPU and phase
-# (tasks.stages._spares).
+# (tasks.evaluation._spares).
 START_AHEAD = 2
 EXIT_LOCK = "exit"  # the second lock file of a GPU, held by runs whose process is still exiting (Lease)
 EXIT_POLL_S = 0.005  # how often a run that waits for earlier exits looks again
@@ -151,7 +151,7 @@ class Lease:
 
     def wait_for_exits(self, deadline: float) -> bool:
         """Block until no earlier run on this GPU is still exiting, or until `deadline` (time.monotonic());
-        whether they all had. Each waits at most its exit grace (ksci.evaluate.isolate.EXIT_GRACE_S)."""
+        whether they all had. Each waits at most its exit grace (ksci.evaluate.run.isolate.EXIT_GRACE_S)."""
         fd = _open_lock(lock_path(self.gpu, EXIT_LOCK))
         try:
             while True:
@@ -188,7 +188,7 @@ class Lease:
 
 def current_lease(gpu: str | None) -> Lease | None:
     """The lease this thread holds on `gpu` (inside any_free_gpu), if any: a harness run on it hands it over at
-    its result and waits for earlier exits before timing (ksci.evaluate.isolate.Child.run)."""
+    its result and waits for earlier exits before timing (ksci.evaluate.run.isolate.Child.run)."""
     lease = _LEASE.get()
     return lease if lease is not None and gpu is not None and lease.gpu == gpu else None
 

@@ -22,14 +22,14 @@ from prefect.cache_policies import INPUTS, TASK_SOURCE, CachePolicy
 from prefect.context import TaskRunContext
 
 from ksci.backends import backend_of
-from ksci.evaluate.hipify import find_hipify
+from ksci.evaluate.toolchain.hipify import find_hipify
 from ksci.problem.spec import problem_root
 
 KSCI = Path(__file__).resolve().parent.parent / "ksci"
 # Code is keyed by folder (ksci's packages by stage), so that a file added to or moved into a keyed folder is in
 # the key without a list to update; every pattern must match a file (code_hash), and tests/test_cache_keys.py
 # checks that each does.
-# What decides a verdict once the library exists: the evaluation (screen, harness, protocol, classification),
+# What decides a verdict once the library exists: the evaluation (screen, harness, report schema, timing rules, classification),
 # the backends, the problem code (spec, tolerances, roofline) and what an imported problem's reference.py runs.
 HARNESS_CODE = ("evaluate/**/*.py", "backends/**/*.py", "problem/**/*.py", "importers/runtime.py")
 # What decides a compile's result: the screen, the library check, the compile step and the toolchains.
@@ -156,7 +156,7 @@ class HipifyCode(CachePolicy):
 
 
 class ProposerCode(CachePolicy):
-    """Keys a proposer's cached step (tasks/stages.py: proposer_step) on the proposers' code and the problem's templates and spec."""
+    """Keys a proposer's cached step (tasks/proposing.py: proposer_step) on the proposers' code and the problem's templates and spec."""
 
     def compute_key(
         self, task_ctx: TaskRunContext, inputs: dict[str, Any], flow_parameters: dict[str, Any], **kwargs: Any

@@ -1,4 +1,4 @@
-"""The evaluation's Prefect tasks, one per stage, each a call into the stage ordering (ksci/evaluate/pipeline.py),
+"""The evaluation's Prefect tasks, one per stage, each a call into the stage ordering (ksci/evaluate/stage_order.py),
 and `submit_candidate`, the one function that submits a candidate's whole chain: hipify, compile, verify and
 benchmark (one GPU task, `verify_and_benchmark`: one harness process a candidate), store its source, record its
 row. The evolve flow (tuning and LLM candidates) and rebench use it.
@@ -27,20 +27,20 @@ from prefect.tasks import exponential_backoff
 
 from ksci.backends import backend_of
 from ksci.devices import START_AHEAD, any_free_gpu
+from ksci.evaluate.host_stages import PreparedSource, prepare
 from ksci.evaluate.options import EnvironmentProblem, compile_options, run_options
-from ksci.evaluate.pipeline import (
+from ksci.evaluate.results import CompileResult, Status, Verdict
+from ksci.evaluate.setup import EvaluationSetup
+from ksci.evaluate.stage_order import (
     compile_prepared,
     run_baselines,
     run_compiled,
     with_baselines,
 )
-from ksci.evaluate.results import CompileResult, Status, Verdict
-from ksci.evaluate.setup import EvaluationSetup
-from ksci.evaluate.stages import PreparedSource, prepare
 from ksci.lineage.store import CandidateMeta, LineageStore, candidate_from_verdict, candidate_id_of
 from ksci.problem.spec import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, load_problem
 from tasks.cache_keys import COMPILE_CACHE, HIPIFY_CACHE, VERDICT_CACHE
-from tasks.stages import CACHED, retry_only_on
+from tasks.proposing import CACHED, retry_only_on
 
 LOGGED_OUTPUT_CHARS = 4000
 CANDIDATE_PHASES = ("verify", "benchmark")  # one harness run a candidate (verify_and_benchmark)

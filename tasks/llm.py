@@ -20,7 +20,7 @@ from ksci.errors import Failure
 from ksci.llm.ask import ask_stage
 from ksci.llm.config import Budget, LlmConfig, Price, StageSettings
 from ksci.llm.request import Answer, Ledger, StageRequest, failed_call
-from tasks.stages import retry_only_on
+from tasks.proposing import retry_only_on
 
 LLM_CACHE = (INPUTS - "price" - "budget") + TASK_SOURCE
 

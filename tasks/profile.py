@@ -19,9 +19,9 @@ from collections.abc import Callable
 from prefect import task
 
 from ksci.devices import GPU_PRIORITY, any_free_gpu
-from ksci.evaluate.compile import source_hash
 from ksci.evaluate.options import EvaluationOptions
 from ksci.evaluate.setup import EvaluationSetup
+from ksci.evaluate.toolchain.compile import source_hash
 from ksci.lineage.store import LineageStore
 from ksci.problem.roofline import peaks_for
 from ksci.problem.spec import load_problem, shape_key

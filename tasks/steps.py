@@ -16,7 +16,7 @@ from tasks.compose import compose
 from tasks.evaluation import CandidateChain, generation_baselines, submit_candidate
 from tasks.llm import ask
 from tasks.profile import profile_step
-from tasks.stages import proposer_step, render, select
+from tasks.proposing import proposer_step, render, select
 
 
 def generation_steps(spec: RunSpec, generation: int, logger, population: pd.DataFrame) -> Steps:

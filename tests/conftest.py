@@ -25,9 +25,9 @@ from support.file_order import longest_files_first  # noqa: E402
 from support.prefect_db import TEMPLATE_DIR_ENV, seeded_home  # noqa: E402
 from support.shared_api import start_shared_api  # noqa: E402
 
-from ksci.evaluate.sass import SassToolsMissing, find_sass_tools  # noqa: E402
-from ksci.evaluate.toolchain import ToolchainMissing, find_toolchain  # noqa: E402
-from ksci.evaluate.visibility import gpu_visible  # noqa: E402
+from ksci.evaluate.run.visibility import gpu_visible  # noqa: E402
+from ksci.evaluate.toolchain.sass import SassToolsMissing, find_sass_tools  # noqa: E402
+from ksci.evaluate.toolchain.toolchains import ToolchainMissing, find_toolchain  # noqa: E402
 
 # One line per HIP compile, printed at the end of the session (CI runs without -s): tests/test_hip_gfx942.py.
 HIP_COMPILE_LINES = pytest.StashKey[list[str]]()
@@ -82,7 +82,7 @@ def _migrated_prefect_database(tmp_path_factory) -> None:
 
 @pytest.fixture(scope="session")
 def compile_cache(tmp_path_factory) -> Path:
-    """A compile cache (ksci.evaluate.compile) for the tests that build sources and judge only what the build gave:
+    """A compile cache (ksci.evaluate.toolchain.compile) for the tests that build sources and judge only what the build gave:
     keyed by source, compiler and flags and published atomically, it is shared by the session and its xdist
     workers, so that a point several tests build (a template's default) is compiled once."""
     base = tmp_path_factory.getbasetemp()

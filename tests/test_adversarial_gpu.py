@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from ksci.evaluate.compile import compile_source
+from ksci.evaluate.host_stages import run_phases
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import Status
-from ksci.evaluate.stages import run_phases
-from ksci.evaluate.toolchain import default_arch, find_toolchain
+from ksci.evaluate.stage_order import evaluate_source
+from ksci.evaluate.toolchain.compile import compile_source
+from ksci.evaluate.toolchain.toolchains import default_arch, find_toolchain
 from ksci.problem.spec import load_problem
 
 pytestmark = pytest.mark.gpu

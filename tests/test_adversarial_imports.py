@@ -11,9 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-import ksci.evaluate.libcheck as libcheck
-from ksci.evaluate.compile import compile_source
-from ksci.evaluate.toolchain import find_toolchain
+from ksci.evaluate.screen import library as libcheck
+from ksci.evaluate.toolchain.compile import compile_source
+from ksci.evaluate.toolchain.toolchains import find_toolchain
 from ksci.problem.spec import load_problem
 
 pytestmark = pytest.mark.nvcc

@@ -1,7 +1,7 @@
 """Bounded outputs (issue 51): a source whose host assembly `.fill`s megabytes compiles into a `compile_error` that
 names the limit it went past (the library's, or the compile folder's, which RLIMIT_FSIZE enforces on the compiler),
 and nothing of it stays in the compile cache; a harness child that prints or reports past its limit gets a
-`runtime_error` that names it. The limits are lowered through their environment variables (ksci/evaluate/bounds.py)
+`runtime_error` that names it. The limits are lowered through their environment variables (ksci/evaluate/sandbox/bounds.py)
 so that these tests write a few MB only."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from children import reporting_child
 
-from ksci.evaluate.classify import classify
-from ksci.evaluate.compile import compile_source
-from ksci.evaluate.isolate import run_child
+from ksci.evaluate.host_stages import first_error
+from ksci.evaluate.judge.classify import classify
 from ksci.evaluate.results import Status, Verdict
-from ksci.evaluate.stages import first_error
-from ksci.evaluate.toolchain import find_toolchain
+from ksci.evaluate.run.isolate import run_child
+from ksci.evaluate.toolchain.compile import compile_source
+from ksci.evaluate.toolchain.toolchains import find_toolchain
 from ksci.problem.spec import load_problem
 
 MIB = 1 << 20

@@ -31,7 +31,13 @@ def test_the_harness_hash_follows_every_harness_file(tmp_path, monkeypatch):
     monkeypatch.setattr(cache_keys, "KSCI", copy)
     before = cache_keys.harness_code_hash()
     compile_before = cache_keys.compile_code_hash()
-    for name in ("evaluate/harness/check.py", "evaluate/protocol.py", "evaluate/pipeline.py", "problem/roofline.py"):
+    for name in (
+        "evaluate/harness/check.py",
+        "evaluate/judge/timing_rules.py",
+        "evaluate/judge/report_schema.py",
+        "evaluate/stage_order.py",
+        "problem/roofline.py",
+    ):
         path = copy / name
         path.write_text(path.read_text() + "\n# changed\n")
         assert cache_keys.harness_code_hash() != before, name
@@ -88,7 +94,7 @@ def test_the_hipify_key_follows_the_conversions_code_and_the_converters(tmp_path
     monkeypatch.setattr(cache_keys, "KSCI", copy)
     policy = cache_keys.HipifyCode()
     before = policy.compute_key(None, {}, {})
-    hipify_py = copy / "evaluate" / "hipify.py"
+    hipify_py = copy / "evaluate" / "toolchain" / "hipify.py"
     hipify_py.write_text(hipify_py.read_text() + "\n# changed\n")
     changed = policy.compute_key(None, {}, {})
     assert changed != before
@@ -227,17 +233,17 @@ class TestReruns:
 
     def test_a_changed_template_re_renders_and_re_proposes(self, tmp_path, monkeypatch):
         """A rerun after a template changed renders its points again (it replayed the old source before)."""
-        import tasks.stages as stages
+        import tasks.proposing as proposing
 
         first = self._run(tmp_path, "template", ["0"])
         rendered: list[str] = []
-        render = stages.render_kernel
+        render = proposing.render_kernel
 
         def counted(template, params=None):
             rendered.append(template.name)
             return render(template, params)
 
-        monkeypatch.setattr(stages, "render_kernel", counted)
+        monkeypatch.setattr(proposing, "render_kernel", counted)
         self._run(tmp_path, "template", ["0"])
         assert rendered == []  # unchanged: every render replayed from the cache
         digest = f"changed-{uuid.uuid4()}"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ksci.evaluate.screen import screen_source
+from ksci.evaluate.screen.source import screen_source
 
 ROOT = Path(__file__).resolve().parent.parent
 ADVERSARIAL = ROOT / "kernels" / "fp8_gemm" / "solutions" / "adversarial"

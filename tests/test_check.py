@@ -48,8 +48,8 @@ def test_same_bytes_is_bitwise_and_nan_safe():
 
 
 def test_extra_profiles_are_checked_again_after_timing_on_shapes_that_cover_each_dimension():
-    from ksci.evaluate.classify import expected_reports
     from ksci.evaluate.harness.plan import recheck_shapes
+    from ksci.evaluate.judge.classify import expected_reports
     from ksci.evaluate.options import EvaluationOptions
     from ksci.problem.spec import load_problem
 

@@ -2,10 +2,10 @@
 
 import pytest
 
-from ksci.evaluate.classify import classify
-from ksci.evaluate.isolate import ChildOutcome
+from ksci.evaluate.judge.classify import classify
 from ksci.evaluate.options import EnvironmentProblem
 from ksci.evaluate.results import Status, Verdict, geomean
+from ksci.evaluate.run.isolate import ChildOutcome
 from ksci.problem.spec import load_problem
 
 PROBLEM = load_problem("fp8_gemm")
@@ -142,7 +142,7 @@ def test_faster_than_light_is_suspicious_not_ok():
             Status.RUNTIME_ERROR,
         ),
         ([STARTED, {"event": "loaded"}], {"returncode": -11}, Status.RUNTIME_ERROR),
-        # Still running long after its result (ksci.evaluate.isolate.EXIT_GRACE_S), so killed: whatever it reported.
+        # Still running long after its result (ksci.evaluate.run.isolate.EXIT_GRACE_S), so killed: whatever it reported.
         (
             [*OK_RUN, {"event": "result", "status": "ok"}],
             {"lingered": True, "returncode": -9},
@@ -166,7 +166,7 @@ def test_geomean():
 
 
 def test_pinning_respects_the_gpus_the_process_may_use(monkeypatch):
-    from ksci.evaluate.visibility import pin_device
+    from ksci.evaluate.run.visibility import pin_device
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert pin_device("1", "cuda") == {"CUDA_VISIBLE_DEVICES": "1"}
@@ -178,23 +178,23 @@ def test_pinning_respects_the_gpus_the_process_may_use(monkeypatch):
 
 
 def test_the_gpu_window_says_how_much_of_it_was_the_harness_starting(monkeypatch):
-    """run_phases stamps the window with when "started", "loaded" and the "result" came (ksci.evaluate.isolate
+    """run_phases stamps the window with when "started", "loaded" and the "result" came (ksci.evaluate.run.isolate
     measures them): the start-up, and after the result the child's exit."""
-    import ksci.evaluate.stages as stages
+    from ksci.evaluate import host_stages
     from ksci.evaluate.options import EvaluationOptions
     from ksci.evaluate.results import CompileResult
 
     first_s = {"started": 2.5, "loaded": 2.75, "result": 4.0}
     outcome = ChildOutcome(messages=[*OK_RUN, _timing(100.0), RESULT_OK], returncode=0, output="", first_s=first_s)
-    monkeypatch.setattr(stages, "run_harness", lambda problem, library, options, held_out=None: outcome)
+    monkeypatch.setattr(host_stages, "run_harness", lambda problem, library, options, held_out=None: outcome)
     compiled = CompileResult(ok=True, target="cuda", arch="sm_90a", toolchain="nvcc", command=[], log="")
     options = EvaluationOptions(phases=("benchmark",), device="1")
-    window = stages.run_phases(PROBLEM, compiled, options).fingerprint["gpu_window"]
+    window = host_stages.run_phases(PROBLEM, compiled, options).fingerprint["gpu_window"]
     assert window["started_s"] == 2.5 and window["loaded_s"] == 2.75 and window["result_s"] == 4.0
     assert window["device"] == "1" and window["phases"] == ["benchmark"] and window["start"] <= window["end"]
     assert "exited_s" not in window
 
     # Handed over at its result (ksci.devices.Lease): the GPU was the run's until then, its exit came later.
     outcome.handed_over_s, outcome.wall_s = 4.01, 4.25
-    window = stages.run_phases(PROBLEM, compiled, options).fingerprint["gpu_window"]
+    window = host_stages.run_phases(PROBLEM, compiled, options).fingerprint["gpu_window"]
     assert window["end"] == pytest.approx(window["start"] + 4.01) and window["exited_s"] == 4.25

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ksci import cli
-from ksci.evaluate.visibility import gpu_visible
+from ksci.evaluate.run.visibility import gpu_visible
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKES = Path(__file__).resolve().parent / "fakes"
@@ -126,7 +126,7 @@ def test_port_without_any_converter_is_an_environment_error(tmp_path, monkeypatc
     src = tmp_path / "k.cu"
     src.write_text("__global__ void k() {}\n")
     monkeypatch.setenv("PATH", "/nonexistent")
-    monkeypatch.setattr("ksci.evaluate.hipify._torch_available", lambda: False)
+    monkeypatch.setattr("ksci.evaluate.toolchain.hipify._torch_available", lambda: False)
     assert cli.main(["port", str(src)]) == 3
     assert "no CUDA-to-HIP converter" in capsys.readouterr().err
 

@@ -2,8 +2,8 @@ import shutil
 
 import pytest
 
-from ksci.evaluate.compile import cache_key, compile_source, source_hash
-from ksci.evaluate.toolchain import Toolchain, find_toolchain, parse_amdgpu_remarks, parse_ptxas
+from ksci.evaluate.toolchain.compile import cache_key, compile_source, source_hash
+from ksci.evaluate.toolchain.toolchains import Toolchain, find_toolchain, parse_amdgpu_remarks, parse_ptxas
 
 KERNEL = """
 #include <cuda_runtime.h>

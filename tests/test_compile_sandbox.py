@@ -1,4 +1,4 @@
-"""The compiler's sandbox (ksci/evaluate/sandbox.py): no spelling of an include, an assembler directive or a macro
+"""The compiler's sandbox (ksci/evaluate/sandbox/compiler.py): no spelling of an include, an assembler directive or a macro
 reaches a host file, through the real compile path, on every toolchain installed here.
 
 Each hostile form of issue 26 is compiled twice: by compile_source alone (the static screen bypassed, so the
@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 
 from ksci.backends.simulated import SimulatedBackend
-from ksci.evaluate import sandbox
-from ksci.evaluate.compile import compile_source
 from ksci.evaluate.options import EnvironmentProblem, EvaluationOptions
-from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import Status
-from ksci.evaluate.toolchain import find_toolchain
+from ksci.evaluate.sandbox import compiler as sandbox
+from ksci.evaluate.stage_order import evaluate_source
+from ksci.evaluate.toolchain.compile import compile_source
+from ksci.evaluate.toolchain.toolchains import find_toolchain
 from ksci.lineage.store import CandidateMeta, LineageStore, candidate_from_verdict, candidate_id_of
 from ksci.problem.spec import load_problem
 
@@ -222,7 +222,7 @@ def test_sandbox_for_an_unprivileged_user_is_made_with_a_user_namespace_or_refus
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root and setpriv to become another user")
     code = (
-        "import json; from ksci.evaluate import sandbox as s; st = s.sandbox_status()\n"
+        "import json; from ksci.evaluate.sandbox import compiler as s; st = s.sandbox_status()\n"
         "try:\n    s.require_sandbox(); refused = None\nexcept Exception as exc:\n    refused = str(exc)\n"
         "print(json.dumps([st.ok, st.mode, refused]))"
     )

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from ksci.backends.simulated import Simulator
-from ksci.evaluate.screen import screen_source
-from ksci.evaluate.toolchain import find_toolchain
+from ksci.evaluate.screen.source import screen_source
+from ksci.evaluate.toolchain.toolchains import find_toolchain
 from ksci.problem.compose import compose_kernel, composed_plan, plan_of, split_includes
 from ksci.problem.spec import load_problem, shape_key
 

@@ -74,7 +74,7 @@ def test_a_stop_that_hangs_ends_after_the_grace_time_with_the_signals_code():
 
 def test_a_tool_run_in_its_group_times_out_with_its_grandchildren(tmp_path):
     """The compiler's way to run (isolate.run_in_group): a timeout kills the whole group, not only its leader."""
-    from ksci.evaluate.isolate import run_in_group
+    from ksci.evaluate.run.isolate import run_in_group
 
     pid_file = tmp_path / "grandchild"
     with pytest.raises(subprocess.TimeoutExpired):
@@ -92,10 +92,10 @@ def test_a_stopping_run_kills_a_running_tool_and_says_so_instead_of_a_failure():
     or recorded as the kernel's verdict), and no new one starts."""
     script = textwrap.dedent("""
         import threading, time
-        from ksci.evaluate import isolate
+        from ksci.evaluate.run import isolate
         threading.Timer(1.0, isolate.stop_children).start()
         started = time.monotonic()
-        harness = isolate.Child(["sh", "-c", "sleep 30"])  # a harness child, as ksci/evaluate/harness_process starts
+        harness = isolate.Child(["sh", "-c", "sleep 30"])  # a harness child, as ksci/evaluate/run/harness_process.py starts
         said = []
 
         def tool():

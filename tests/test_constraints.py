@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ksci.evaluate.toolchain import find_toolchain
+from ksci.evaluate.toolchain.toolchains import find_toolchain
 from ksci.problem.constraints import ConstraintError, parse_constraint
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import ProblemError, TemplateSpec, list_problems, load_problem

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ksci.backends.simulated import SIMULATED_GPU
-from ksci.evaluate import toolchain
+from ksci.evaluate.toolchain import toolchains as toolchain
 from ksci.export.contract import evaluate, held_out_shapes, shape_contract, tensor_specs
 from ksci.export.run import export_run
 from ksci.export.source import ExportRefused

@@ -1,6 +1,6 @@
 """The baselines of an evolution (issue 28): the reference and the vendor library timed once per generation
 (tasks/evaluation.py generation_baselines), and each candidate's benchmark timed alone and given their times
-(ksci.evaluate.pipeline.with_baselines), instead of every candidate's harness timing them beside it."""
+(ksci.evaluate.stage_order.with_baselines), instead of every candidate's harness timing them beside it."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.pipeline import with_baselines
 from ksci.evaluate.results import ShapeTiming, Status, Timing, Verdict
 from ksci.evaluate.setup import EvaluationSetup
+from ksci.evaluate.stage_order import with_baselines
 from ksci.problem.spec import load_problem
 
 SHAPES = [{"m": 64, "n": 64, "k": 128}, {"m": 128, "n": 256, "k": 512}]

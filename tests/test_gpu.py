@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import Status
+from ksci.evaluate.stage_order import evaluate_source
 from ksci.problem.compose import compose_kernel, plan_of
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, list_problems, load_problem, shape_key
@@ -114,10 +114,10 @@ def test_a_tuned_point_alone_and_composed_with_the_default_is_ok(name, template,
 
 
 def test_spare_harnesses_each_run_the_library_their_go_ahead_names(gpu_target):
-    """A spare harness process (ksci.evaluate.harness_process.SpareHarnesses) is started before any candidate is known: the
+    """A spare harness process (ksci.evaluate.run.harness_process.SpareHarnesses) is started before any candidate is known: the
     second candidate here runs in the spare the first one left, and must get its own library, not the first's."""
-    from ksci.evaluate.harness_process import SPARES, Harness
-    from ksci.evaluate.stages import compile_candidate, prepare, run_phases
+    from ksci.evaluate.host_stages import compile_candidate, prepare, run_phases
+    from ksci.evaluate.run.harness_process import SPARES, Harness
 
     problem = load_problem("fp8_gemm")
     options = _options(problem, gpu_target)
@@ -140,7 +140,7 @@ def test_spare_harnesses_each_run_the_library_their_go_ahead_names(gpu_target):
 
 
 def test_baselines_are_timed_and_checked(gpu_target):
-    from ksci.evaluate.stages import measure_baselines
+    from ksci.evaluate.host_stages import measure_baselines
 
     problem = load_problem("fp8_gemm")
     verdict = measure_baselines(problem, _options(problem, gpu_target))
@@ -151,12 +151,12 @@ def test_baselines_are_timed_and_checked(gpu_target):
 
 
 def test_a_harness_started_ahead_runs_on_the_gpu_it_is_then_given(gpu_target):
-    """The harness process starts before its GPU is known (ksci.evaluate.harness_process.Harness, as a waiting candidate starts it);
+    """The harness process starts before its GPU is known (ksci.evaluate.run.harness_process.Harness, as a waiting candidate starts it);
     the go-ahead's visible-devices variable must still decide which physical GPU it runs on."""
     import torch
 
-    from ksci.evaluate.harness_process import Harness
-    from ksci.evaluate.visibility import visible_gpus
+    from ksci.evaluate.run.harness_process import Harness
+    from ksci.evaluate.run.visibility import visible_gpus
 
     problem = load_problem("fp8_gemm")
     options = _options(problem, gpu_target, benchmarks=problem.benchmarks[:1])
@@ -183,8 +183,8 @@ def test_a_run_hands_its_gpu_over_at_its_result_and_the_next_times_only_after_it
 
     import ksci.devices
     from ksci.devices import any_free_gpu
-    from ksci.evaluate.harness_process import Harness
-    from ksci.evaluate.visibility import visible_gpus
+    from ksci.evaluate.run.harness_process import Harness
+    from ksci.evaluate.run.visibility import visible_gpus
 
     monkeypatch.setenv(ksci.devices.LOCK_DIR_ENV, str(tmp_path / "locks"))
     problem = load_problem("fp8_gemm")

@@ -9,10 +9,10 @@ import pytest
 from test_problem import _problem_folder, _set
 
 from ksci.backends.simulated import SimulatedBackend
-from ksci.evaluate.classify import expected_reports
+from ksci.evaluate.judge.classify import expected_reports
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import CheckResult, Status, Verdict
+from ksci.evaluate.stage_order import evaluate_source
 from ksci.llm.prompts import render_messages
 from ksci.problem.contract import contract_of, derived_contract, draw_held_out, hide_held_out, outside
 from ksci.problem.render import render_kernel
@@ -169,8 +169,8 @@ def test_a_held_out_shape_goes_to_a_composed_kernels_default_variant():
 def test_a_held_out_set_the_reference_cannot_make_counts_as_made_and_is_recorded():
     """A derived contract (an imported problem's) may draw a shape its reference refuses: the child reports it
     `skipped` with the reason, which stands in for its check, and the verdict's fingerprint records it."""
-    from ksci.evaluate.classify import classify
-    from ksci.evaluate.isolate import ChildOutcome
+    from ksci.evaluate.judge.classify import classify
+    from ksci.evaluate.run.isolate import ChildOutcome
 
     problem = load_problem("fp8_gemm")
     options = EvaluationOptions(phases=("verify",))

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from ksci.evaluate.compile import compile_source
 from ksci.evaluate.results import CompileResult
-from ksci.evaluate.toolchain import find_toolchain
+from ksci.evaluate.toolchain.compile import compile_source
+from ksci.evaluate.toolchain.toolchains import find_toolchain
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import list_problems, load_problem
 

@@ -24,13 +24,13 @@ from pathlib import Path
 import pytest
 from support.imported_problems import kernels, sources
 
-from ksci.evaluate.compile import compile_source
-from ksci.evaluate.hipify import TORCH, hipify_with_torch, refusal
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import HipifyResult, Status
 from ksci.evaluate.setup import EvaluationSetup
-from ksci.evaluate.toolchain import find_toolchain
+from ksci.evaluate.stage_order import evaluate_source
+from ksci.evaluate.toolchain.compile import compile_source
+from ksci.evaluate.toolchain.hipify import TORCH, hipify_with_torch, refusal
+from ksci.evaluate.toolchain.toolchains import find_toolchain
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import list_problems, load_problem
 from tasks.evaluation import compile_kernel, hipify

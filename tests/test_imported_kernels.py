@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 from support.imported_problems import expected, import_all, kernels, sources
 
-from ksci.evaluate.compile import compile_source
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import Status
-from ksci.evaluate.screen import screen_source
-from ksci.evaluate.toolchain import find_toolchain
+from ksci.evaluate.screen.source import screen_source
+from ksci.evaluate.stage_order import evaluate_source
+from ksci.evaluate.toolchain.compile import compile_source
+from ksci.evaluate.toolchain.toolchains import find_toolchain
 from ksci.problem.spec import has_entry_point, load_problem
 
 CASES = [(name, kind) for name in sorted(sources()) for kind in ("correct", "wrong")]

@@ -8,8 +8,8 @@ import time
 import pytest
 from children import reporting_child
 
-import ksci.evaluate.isolate
-from ksci.evaluate.isolate import Child, run_child
+import ksci.evaluate.run.isolate
+from ksci.evaluate.run.isolate import Child, run_child
 
 
 def test_reports_arrive_and_bad_lines_are_counted(tmp_path):
@@ -182,7 +182,7 @@ def test_a_child_times_only_after_earlier_exits_and_hands_its_gpu_over_at_its_re
 def test_a_child_still_running_after_its_result_is_killed_after_the_grace(tmp_path, monkeypatch):
     """An honest harness leaves at once after its result; one that goes on (a candidate's thread, a fake result
     sent early) is killed EXIT_GRACE_S after it, and the outcome says it lingered (classify: not ok)."""
-    monkeypatch.setattr(ksci.evaluate.isolate, "EXIT_GRACE_S", 0.5)
+    monkeypatch.setattr(ksci.evaluate.run.isolate, "EXIT_GRACE_S", 0.5)
     argv = reporting_child(
         tmp_path,
         """

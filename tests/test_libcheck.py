@@ -1,4 +1,4 @@
-"""The compiled library's imports and load-time code against the allowlist (ksci/evaluate/libcheck.py), built by the real
+"""The compiled library's imports and load-time code against the allowlist (ksci/evaluate/screen/library.py), built by the real
 compilers: what a library may call does not depend on how its source spells it."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from ksci.evaluate.compile import compile_source
-from ksci.evaluate.libcheck import check_library
+from ksci.evaluate.host_stages import compile_candidate
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.stages import compile_candidate
-from ksci.evaluate.toolchain import find_toolchain
+from ksci.evaluate.screen.library import check_library
+from ksci.evaluate.toolchain.compile import compile_source
+from ksci.evaluate.toolchain.toolchains import find_toolchain
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import load_problem
 

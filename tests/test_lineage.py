@@ -139,7 +139,7 @@ def test_put_source_is_content_addressed_and_write_once(tmp_path: Path) -> None:
     assert relative == f"sources/{cid[:2]}/{cid}.cu"
     assert store.read_source(relative) == source
     assert store.put_source(source, ".cu") == relative and store.read_source(relative) == source
-    # Other comments: another text, so another id (a comment can change the program: ksci.evaluate.compile); both stay.
+    # Other comments: another text, so another id (a comment can change the program: ksci.evaluate.toolchain.compile); both stay.
     other = store.put_source("// note \\\n" + source, ".cu")
     assert other != relative and store.read_source(other) == "// note \\\n" + source
     assert store.read_source(relative) == source

@@ -34,7 +34,7 @@ from support.leak_search import readable
 from support.prefect_db import seeded_home
 from support.scripted_llm_server import PromptKeepingServer
 
-from ksci.evaluate.sandbox import OPT_OUT
+from ksci.evaluate.sandbox.compiler import OPT_OUT
 from ksci.lineage.store import LineageStore
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import load_problem

@@ -4,7 +4,7 @@ An honest candidate was called `suspicious` ("the child's clock says the shape t
 while the parent was busy. Reproduced here without a GPU: a stand-in child sends a shape's `shape` and `timing`
 messages 300 ms apart and says so, while the parent's interpreter lock is held for 1.5 s (a C call that keeps it,
 as a long garbage collection or a fork does). Both messages are read at once after the pause: taken as sending
-times, the arrivals say 0.0 ms, which is the false suspicion; the sending intervals of ksci/evaluate/report_pipe.py
+times, the arrivals say 0.0 ms, which is the false suspicion; the sending intervals of ksci/evaluate/run/report_pipe.py
 say "between 0 and about 1.5 s", and the verdict is ok. A child that lies about its clock without any pause of
 the parent is still caught.
 """
@@ -17,9 +17,9 @@ import sys
 import threading
 import time
 
-from ksci.evaluate.classify import classify
-from ksci.evaluate.isolate import Child
+from ksci.evaluate.judge.classify import classify
 from ksci.evaluate.results import Status, Verdict
+from ksci.evaluate.run.isolate import Child
 from ksci.problem.spec import load_problem
 
 PROBLEM = load_problem("fp8_gemm")

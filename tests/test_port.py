@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from ksci import cli
-from ksci.evaluate.compile import compile_source
-from ksci.evaluate.hipify import plain_text
-from ksci.evaluate.toolchain import ToolchainMissing, find_toolchain
+from ksci.evaluate.toolchain.compile import compile_source
+from ksci.evaluate.toolchain.hipify import plain_text
+from ksci.evaluate.toolchain.toolchains import ToolchainMissing, find_toolchain
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import load_problem
 

@@ -17,7 +17,8 @@ import pytest
 
 from ksci.evaluate.harness.child import Session
 from ksci.evaluate.harness.timing import CallSample, TimedCalls, TimingPolicy, raced_out
-from ksci.evaluate.protocol import summarise, validate_message
+from ksci.evaluate.judge.report_schema import validate_message
+from ksci.evaluate.judge.timing_rules import summarise
 from ksci.proposers.per_shape import best_shape_times
 
 SHAPE = {"m": 64, "n": 64, "k": 128, "seed": 1}
@@ -108,8 +109,8 @@ def test_the_incumbents_are_the_best_ok_median_per_shape():
 
 
 def test_the_go_ahead_carries_the_incumbents_and_only_with_race(monkeypatch):
-    from ksci.evaluate import harness_process
     from ksci.evaluate.options import EvaluationOptions
+    from ksci.evaluate.run import harness_process
     from ksci.problem.spec import load_problem
 
     sent = []

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from ksci.evaluate.compile import cache_key, compile_source
 from ksci.evaluate.results import CompileResult, KernelResources, Status, Verdict
-from ksci.evaluate.toolchain import Toolchain, demangle, find_toolchain, parse_ptxas
+from ksci.evaluate.toolchain.compile import cache_key, compile_source
+from ksci.evaluate.toolchain.toolchains import Toolchain, demangle, find_toolchain, parse_ptxas
 from ksci.report.summary import format_verdict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,7 +78,7 @@ def test_ptxas_names_are_demangled():
 
 
 def test_without_a_demangler_names_stay_as_they_were(monkeypatch):
-    monkeypatch.setattr("ksci.evaluate.toolchain._DEMANGLERS", ("no-such-demangler",))
+    monkeypatch.setattr("ksci.evaluate.toolchain.toolchains._DEMANGLERS", ("no-such-demangler",))
     assert demangle([MANGLED, "plain_c_name"]) == [MANGLED, "plain_c_name"]
 
 

@@ -13,13 +13,13 @@ import pytest
 from children import reporting_child
 
 from ksci import PROJECT_ROOT
-from ksci.evaluate.harness import sandbox as harness_sandbox
-from ksci.evaluate.harness.sandbox import OPT_OUT as HARNESS_OPT_OUT
-from ksci.evaluate.harness.sandbox import confined_child
-from ksci.evaluate.harness_process import SpareHarnesses, child_environment
-from ksci.evaluate.isolate import run_child
 from ksci.evaluate.options import EnvironmentProblem
-from ksci.evaluate.sandbox import SandboxStatus
+from ksci.evaluate.run.harness_process import SpareHarnesses, child_environment
+from ksci.evaluate.run.isolate import run_child
+from ksci.evaluate.sandbox import harness as harness_sandbox
+from ksci.evaluate.sandbox.compiler import SandboxStatus
+from ksci.evaluate.sandbox.harness import OPT_OUT as HARNESS_OPT_OUT
+from ksci.evaluate.sandbox.harness import confined_child
 
 SECRETS = {
     "OPENAI_API_KEY": "sk-fake-openai",
@@ -55,7 +55,7 @@ def test_limits_and_network_isolation_are_applied_or_reported(tmp_path):
         tmp_path,
         """
         import resource, socket
-        from ksci.evaluate.harness.sandbox import drop_network, limit_resources
+        from ksci.evaluate.sandbox.harness import drop_network, limit_resources
         limits = limit_resources(30)
         network = drop_network()
         send("sandbox", limits=limits, network=network,
@@ -189,7 +189,7 @@ def test_no_sandbox_for_the_child_is_one_line_unless_opted_out(tmp_path, monkeyp
 def test_a_set_up_that_fails_is_reported_not_passed(tmp_path, monkeypatch):
     """A sandbox whose set-up fails (here: a scratch folder that is gone, so its bind mount fails) ends the child
     with the set-up's one line and exit status 125, before it could report "started": the parent then says "the
-    harness did not start (exit 125): ksci sandbox: ..." (ksci.evaluate.classify) instead of running unconfined."""
+    harness did not start (exit 125): ksci sandbox: ..." (ksci.evaluate.judge.classify) instead of running unconfined."""
     monkeypatch.delenv(HARNESS_OPT_OUT, raising=False)
     gone = tmp_path / "gone"
     argv = confined_child([sys.executable, "-c", "print('started')"], gone, {"PATH": "/usr/bin"})

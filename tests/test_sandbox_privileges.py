@@ -1,12 +1,12 @@
 """The sandbox holds when its user is root (issue 51): a read-only folder cannot be made writable from inside, by a
 compile step or by a kernel's host code, whatever spelling its system calls take.
 
-Each layer (locked mounts, no capabilities, the syscall filter: ksci/evaluate/sandbox_enter.py, confine.py) is
+Each layer (locked mounts, no capabilities, the syscall filter: ksci/evaluate/sandbox/enter.py, confine.py) is
 tried alone and all together, in both of the sandbox's modes where this host allows them (a user namespace; as
 root, none). The folder made read-only is a throwaway one of the test's, never /usr. The raw-syscall attacks are
 tests/data/sandbox/hostile.c (`.byte 0x0f, 0x05`), run in the compiler's sandbox as a program and in the harness
 child's (confined_child + confine_self, the child's own code path) as a shared library, whose verdict comes from
-ksci.evaluate.classify as a real candidate's does.
+ksci.evaluate.judge.classify as a real candidate's does.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from pathlib import Path
 import pytest
 
 from ksci import PROJECT_ROOT
-from ksci.evaluate import sandbox
-from ksci.evaluate.classify import classify
-from ksci.evaluate.harness import sandbox as harness_sandbox
-from ksci.evaluate.harness_process import child_environment
-from ksci.evaluate.isolate import run_child
+from ksci.evaluate.judge.classify import classify
 from ksci.evaluate.results import Status, Verdict
+from ksci.evaluate.run.harness_process import child_environment
+from ksci.evaluate.run.isolate import run_child
+from ksci.evaluate.sandbox import compiler as sandbox
+from ksci.evaluate.sandbox import harness as harness_sandbox
 from ksci.problem.spec import load_problem
 
 HOSTILE = Path(__file__).parent / "data" / "sandbox" / "hostile.c"
@@ -152,7 +152,7 @@ def _hostile_candidate(scratch: Path, library: Path, call: str) -> list[str]:
     script.write_text(
         f"""
 import ctypes, json, os, sys
-from ksci.evaluate.harness.sandbox import confine_self, drop_network, limit_resources
+from ksci.evaluate.sandbox.harness import confine_self, drop_network, limit_resources
 fd = int(sys.argv[sys.argv.index("--report-fd") + 1])
 report = os.fdopen(fd, "w", buffering=1)
 def send(event, **fields):
@@ -247,7 +247,7 @@ def test_a_compile_as_an_ordinary_user(tmp_path):
         if done.returncode == 3 and "cannot sandbox the compiler" in done.stderr:
             pytest.skip(f"no sandbox for an ordinary user here: {done.stderr.strip()}")
         assert done.returncode == 0 and "compiled" in done.stdout, done.stdout + done.stderr
-        status = "import json; from ksci.evaluate import sandbox; print(json.dumps(sandbox.sandbox_status().layers))"
+        status = "import json; from ksci.evaluate.sandbox import compiler; print(json.dumps(compiler.sandbox_status().layers))"
         probe = subprocess.run([*nobody, "-c", status], capture_output=True, text=True, env=env, timeout=120)
         layers = dict(json.loads(probe.stdout))
         assert layers["capabilities"].startswith("dropped") and layers["mounts"].startswith("locked"), layers
@@ -308,8 +308,8 @@ def test_the_gpu_hostile_kernels_host_code_is_denied_without_a_gpu(mode, tmp_pat
     """The GPU test's kernels, built by the compile path (screen bypassed: they pass it anyway), their entry point
     called in the harness child's confinement: the attack runs before the first CUDA call, so it is denied here as
     on a GPU, and the call its header names is the verdict's."""
-    from ksci.evaluate.compile import compile_source
-    from ksci.evaluate.toolchain import find_toolchain
+    from ksci.evaluate.toolchain.compile import compile_source
+    from ksci.evaluate.toolchain.toolchains import find_toolchain
 
     read_only, server, cache = aimed
     scratch = tmp_path / "scratch"
@@ -346,7 +346,7 @@ def test_on_a_gpu_a_hostile_kernel_is_named_and_writes_nothing(gpu_target, aimed
     """The whole pipeline (screen, compile, library check, the harness child on the GPU): not ok, the line names
     the denied call, nothing in the read-only folder or /usr/local, no connection to the port."""
     from ksci.evaluate.options import EvaluationOptions
-    from ksci.evaluate.pipeline import evaluate_source
+    from ksci.evaluate.stage_order import evaluate_source
 
     if gpu_target != "cuda":
         pytest.skip("the hostile kernels are CUDA")
@@ -367,7 +367,7 @@ def test_on_a_gpu_a_hostile_kernel_is_named_and_writes_nothing(gpu_target, aimed
 @pytest.mark.gpu
 def test_on_a_gpu_an_honest_kernel_is_ok_under_the_filter(gpu_target, tmp_path):
     from ksci.evaluate.options import EvaluationOptions
-    from ksci.evaluate.pipeline import evaluate_source
+    from ksci.evaluate.stage_order import evaluate_source
 
     if gpu_target != "cuda":
         pytest.skip("the honest kernel here is CUDA")

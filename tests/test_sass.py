@@ -1,4 +1,4 @@
-"""The SASS edit of `// ksci: interleave-ffma N/16` (ksci/evaluate/sass.py): which FFMAs it finds and changes, which
+"""The SASS edit of `// ksci: interleave-ffma N/16` (ksci/evaluate/toolchain/sass.py): which FFMAs it finds and changes, which
 bits it clears, that it edits the library's bytes and nothing else, and how it fails."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from ksci.evaluate import compile as compile_module
-from ksci.evaluate.compile import compile_source
-from ksci.evaluate.sass import (
+from ksci.evaluate.toolchain import compile as compile_module
+from ksci.evaluate.toolchain.compile import compile_source
+from ksci.evaluate.toolchain.sass import (
     HOLD_BIT,
     MIN_RUN,
     REUSE_BITS,
@@ -23,7 +23,7 @@ from ksci.evaluate.sass import (
     requested_sixteenths,
     sass_listing,
 )
-from ksci.evaluate.toolchain import find_toolchain
+from ksci.evaluate.toolchain.toolchains import find_toolchain
 
 # Encodings as ptxas wrote them for sm_90a (nvcc 13.0): an FFMA whose operand b is marked .reuse (so it also holds the
 # scheduler on its warp), the FFMA after it that reads that operand, and an ISETP.
@@ -171,9 +171,9 @@ def test_a_built_library_gets_the_edit_and_keeps_its_instructions(tmp_path: Path
 @pytest.mark.cuobjdump
 def test_without_cuobjdump_the_build_fails_and_says_what_to_install(tmp_path: Path, monkeypatch):
     toolchain, _ = _nvcc_and_sass_tools()
-    monkeypatch.setattr("ksci.evaluate.sass._which", lambda tool: None)
-    monkeypatch.setattr("ksci.evaluate.sass._beside", lambda folder, tool: None)
-    monkeypatch.setattr("ksci.evaluate.sass._from_wheel", lambda tool: None)
+    monkeypatch.setattr("ksci.evaluate.toolchain.sass._which", lambda tool: None)
+    monkeypatch.setattr("ksci.evaluate.toolchain.sass._beside", lambda folder, tool: None)
+    monkeypatch.setattr("ksci.evaluate.toolchain.sass._from_wheel", lambda tool: None)
     result = compile_source(PROMOTE_KERNEL, toolchain, "sm_90a", tmp_path)
     assert not result.ok and result.library is None
     assert "needs cuobjdump and nvdisasm" in result.log

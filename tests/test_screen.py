@@ -6,9 +6,9 @@ import pytest
 from sampling import uniform_points
 
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import Status
-from ksci.evaluate.screen import screen_source
+from ksci.evaluate.screen.source import screen_source
+from ksci.evaluate.stage_order import evaluate_source
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import list_problems, load_problem
 

@@ -14,11 +14,11 @@ import time
 import pytest
 
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.pipeline import evaluate_source
 from ksci.evaluate.results import Status
-from ksci.evaluate.screen import _ASM_BEFORE, MAX_SOURCE_BYTES, _first_interposition, screen_source
-from ksci.evaluate.screen_load_time import _classes_with_constructors, closing_braces, declarations, file_scope
-from ksci.evaluate.screen_text import strip_comments_and_literals, tokens
+from ksci.evaluate.screen.literals import strip_comments_and_literals, tokens
+from ksci.evaluate.screen.load_time import _classes_with_constructors, closing_braces, declarations, file_scope
+from ksci.evaluate.screen.source import _ASM_BEFORE, MAX_SOURCE_BYTES, _first_interposition, screen_source
+from ksci.evaluate.stage_order import evaluate_source
 from ksci.problem.spec import load_problem
 
 LOOSE_CPU_SECONDS = 60.0
@@ -107,12 +107,12 @@ def test_an_oversized_source_is_rejected_and_never_compiled(tmp_path):
 def test_an_oversized_cuda_source_bound_for_rocm_is_refused_before_hipify(tmp_path, monkeypatch):
     """The size limit comes before hipify: a 2 MB CUDA source for ROCm is rejected by the screen, with its limit
     message, and hipify-perl never reads it."""
-    from ksci.evaluate import stages
+    from ksci.evaluate import host_stages
 
     def hipify_called(source):
         raise AssertionError("hipify ran on a source over the size limit")
 
-    monkeypatch.setattr(stages, "hipify_source", hipify_called)
+    monkeypatch.setattr(host_stages, "hipify_source", hipify_called)
     problem = load_problem("fp8_gemm")
     cuda = next(path for path in sorted(problem.solutions("correct")) if path.suffix == ".cu").read_text()
     source = cuda + "// " + "x" * (2 * MAX_SOURCE_BYTES) + "\n"

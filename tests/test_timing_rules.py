@@ -1,4 +1,4 @@
-"""The timing-distribution and clock rules of ksci/evaluate/protocol.py on call times recorded on an H100.
+"""The timing-distribution and clock rules of ksci/evaluate/judge/timing_rules.py on call times recorded on an H100.
 
 tests/data/timing_samples.json holds every timed call of honest kernels (fp8_gemm's mma and naive seeds on 18
 shapes, rmsnorm's naive and vectorized seeds on 9), recorded with benchmarks/timing_samples.py. No honest shape
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ksci.evaluate.protocol import distribution_doubts, summarise, timing_doubts
+from ksci.evaluate.judge.timing_rules import distribution_doubts, summarise, timing_doubts
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "timing_samples.json").read_text())["shapes"]
 IDS = [f"{s['kernel']} {s['shape']}" for s in RECORDED]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from sampling import uniform_points
 
-from ksci.evaluate.compile import compile_source
-from ksci.evaluate.toolchain import find_toolchain
+from ksci.evaluate.toolchain.compile import compile_source
+from ksci.evaluate.toolchain.toolchains import find_toolchain
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import list_problems, load_problem
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from ksci.evaluate.compile import compile_source
-from ksci.evaluate.libcheck import check_library
-from ksci.evaluate.sass import find_sass_tools, sass_listing
-from ksci.evaluate.screen import screen_source
-from ksci.evaluate.toolchain import find_toolchain
+from ksci.evaluate.screen.library import check_library
+from ksci.evaluate.screen.source import screen_source
+from ksci.evaluate.toolchain.compile import compile_source
+from ksci.evaluate.toolchain.sass import find_sass_tools, sass_listing
+from ksci.evaluate.toolchain.toolchains import find_toolchain
 from ksci.problem.render import render_kernel
 from ksci.problem.spec import load_problem
 
@@ -241,7 +241,7 @@ def test_a_mn_beyond_its_registers_is_declared_infeasible():
     assert template.feasible({**template.default, "A_MN": 0, "OVERLAP": 1})
 
 
-# INTERLEAVE: the promotion's FFMA runs edited in the built library (ksci/evaluate/sass.py).
+# INTERLEAVE: the promotion's FFMA runs edited in the built library (ksci/evaluate/toolchain/sass.py).
 @pytest.mark.nvcc
 @pytest.mark.cuobjdump
 @pytest.mark.parametrize("problem", PROBLEMS)

@@ -1,7 +1,7 @@
 """What compiles and runs a candidate: this host's toolchains and GPUs (real.py), or the simulator (simulated.py).
 
 A Backend is chosen once, from a run's EvaluationSetup (`backend_of`, the one place that looks at `simulate`), and
-the stage ordering (ksci/evaluate/pipeline.py) calls it without knowing which it is. Its `identity` names what
+the stage ordering (ksci/evaluate/stage_order.py) calls it without knowing which it is. Its `identity` names what
 decides a verdict beyond the code and the inputs (the host's GPU models and drivers, or the simulator's
 recording) and `compiler_identity` what decides a compile (the toolchain's version and command line): both go
 into the tasks' cache keys (tasks/cache_keys.py), the GPU ids do not.
@@ -49,7 +49,7 @@ class Backend(Protocol):
 
     def baseline_runner(self, problem: Problem, options: EvaluationOptions, spares: int = 0) -> KernelRun:
         """A run that times the baselines alone (the reference and the vendor library), no candidate: its verdict's
-        timings have no kernel time. A run's candidates' GPU steps take them from it (ksci.evaluate.pipeline.
+        timings have no kernel time. A run's candidates' GPU steps take them from it (ksci.evaluate.stage_order.
         with_baselines) instead of timing them beside every candidate."""
 
     def start_spares(self, problem: Problem, options: EvaluationOptions, count: int) -> None:

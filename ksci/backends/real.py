@@ -1,9 +1,9 @@
-"""The real backend: this host's toolchains (ksci/evaluate/toolchain.py) and its GPUs, through the isolated
-harness process (ksci/evaluate/harness_process.py).
+"""The real backend: this host's toolchains (ksci/evaluate/toolchain/toolchains.py) and its GPUs, through the isolated
+harness process (ksci/evaluate/run/harness_process.py).
 
-Compile is screen, compiler and library check (ksci.evaluate.stages.compile_candidate); a run is a harness child
+Compile is screen, compiler and library check (ksci.evaluate.host_stages.compile_candidate); a run is a harness child
 started ahead (a spare, where there is one) and handed its GPU and library once its GPU is free
-(ksci.evaluate.stages.run_phases).
+(ksci.evaluate.host_stages.run_phases).
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import shutil
 import subprocess
 from dataclasses import replace
 
-from ksci.evaluate.harness_process import SPARES, Harness, harness_request
+from ksci.evaluate.host_stages import compile_candidate, measure_baselines, run_phases
 from ksci.evaluate.options import EvaluationOptions
 from ksci.evaluate.results import CompileResult, Verdict
-from ksci.evaluate.stages import compile_candidate, measure_baselines, run_phases
-from ksci.evaluate.toolchain import ToolchainMissing, default_arch, find_toolchain
-from ksci.evaluate.visibility import gpu_visible
+from ksci.evaluate.run.harness_process import SPARES, Harness, harness_request
+from ksci.evaluate.run.visibility import gpu_visible
+from ksci.evaluate.toolchain.toolchains import ToolchainMissing, default_arch, find_toolchain
 from ksci.problem.spec import Problem
 
 
@@ -50,8 +50,8 @@ class RealBackend:
 
 
 class HarnessRun:
-    """A run of a compiled kernel in its harness child (ksci.evaluate.harness_process.Harness); without one
-    (`compiled` None), of the baselines alone (the reference and the vendor library, ksci.evaluate.stages.
+    """A run of a compiled kernel in its harness child (ksci.evaluate.run.harness_process.Harness); without one
+    (`compiled` None), of the baselines alone (the reference and the vendor library, ksci.evaluate.host_stages.
     measure_baselines). A child started with any request of the problem times the baselines when it is given no
     library, so the baselines take a spare started for the benchmark."""
 

@@ -14,7 +14,7 @@ stands for a kernel right on the listed shapes only: its verification fails on t
 KSCI_SIMULATE_HOLD_S (seconds, default 0) makes each simulated run keep its GPU slot that long, as a real harness
 does for seconds: tests that must catch a candidate holding a slot (tests/test_faults.py) set it.
 SimulatedBackend is the simulator as a Backend (ksci/backends/__init__.py), the one a run with `simulate` gets; its
-compile screens the source as the real one does (ksci.evaluate.stages.screen_refusal).
+compile screens the source as the real one does (ksci.evaluate.host_stages.screen_refusal).
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
 
 from ksci.backends.cost_model import point_time_us, unit
-from ksci.evaluate.compile import source_hash
+from ksci.evaluate.host_stages import screen_refusal
 from ksci.evaluate.options import EnvironmentProblem, EvaluationOptions
 from ksci.evaluate.results import CompileResult, ShapeTiming, Status, Timing, Verdict, geomean
-from ksci.evaluate.stages import screen_refusal
+from ksci.evaluate.toolchain.compile import source_hash
 from ksci.lineage.store import shape_times
 from ksci.problem.compose import composed_plan
 from ksci.problem.contract import draw_held_out
@@ -252,7 +252,7 @@ class SimulatedBackend:
 
 class SimulatedBaselines:
     """The simulator's baseline run: no shape timed. Its candidates' verdicts carry the baselines their recording
-    (or the made-up numbers) gives, which a merge leaves as they are (ksci.evaluate.pipeline.with_baselines)."""
+    (or the made-up numbers) gives, which a merge leaves as they are (ksci.evaluate.stage_order.with_baselines)."""
 
     def __init__(self, problem: Problem, target: str) -> None:
         self.problem, self.target = problem, target

@@ -1,7 +1,7 @@
 """Signals that stop `ksci evolve` in order: Ctrl-C from a terminal, SIGINT, SIGTERM.
 
 The first signal stops the run: every harness child's process group is killed at once and no new one starts
-(ksci.evaluate.isolate.stop_children: an interrupted kernel is never recorded as a verdict), and `Interrupted` is
+(ksci.evaluate.run.isolate.stop_children: an interrupted kernel is never recorded as a verdict), and `Interrupted` is
 raised in the main thread, where the flow runs: Prefect marks the flow run crashed (the embedded API, in a process
 group of its own, is still there to hear it), the CLI prints one line naming the run and how to continue it, and
 the API is stopped last. Exit codes: 130 for SIGINT, 143 for SIGTERM (128 + the signal, as a shell reports them).
@@ -21,7 +21,7 @@ import sys
 import threading
 from collections.abc import Callable
 
-from ksci.evaluate.isolate import stop_children
+from ksci.evaluate.run.isolate import stop_children
 
 STOP_GRACE_S = 8.0  # after the first signal, the process ends by itself within this; then at once
 

@@ -10,7 +10,9 @@ from enum import StrEnum
 class Status(StrEnum):
     """Verdict classes, from the earliest stage that can fail to a clean pass."""
 
-    REJECTED = "rejected"  # the static screen (ksci.evaluate.screen) found a construct no kernel needs; never compiled
+    REJECTED = (
+        "rejected"  # the static screen (ksci.evaluate.screen.source) found a construct no kernel needs; never compiled
+    )
     COMPILE_ERROR = "compile_error"
     LOAD_ERROR = "load_error"
     RUNTIME_ERROR = "runtime_error"

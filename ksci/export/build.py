@@ -1,5 +1,5 @@
 """Build the exported package's libraries: the candidate's source compiled for each architecture by the evaluation's
-own path (ksci.evaluate.stages: prepare (entry point, hipify), the static screen, the sandboxed compiler with the
+own path (ksci.evaluate.host_stages: prepare (entry point, hipify), the static screen, the sandboxed compiler with the
 toolchain's flags, the library check), one shared library per architecture.
 
 The simulator's stand-in (ksci's CPU tests) builds nothing: its package computes with reference.py and says so."""
@@ -10,9 +10,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from ksci.evaluate.host_stages import compile_candidate, first_error, prepare
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.stages import compile_candidate, first_error, prepare
-from ksci.evaluate.toolchain import ToolchainMissing, find_toolchain
+from ksci.evaluate.toolchain.toolchains import ToolchainMissing, find_toolchain
 from ksci.export.source import EXIT_ENVIRONMENT, EXIT_FAILED, ExportRefused
 from ksci.problem.spec import Problem
 

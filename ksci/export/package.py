@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass
@@ -20,6 +21,7 @@ from ksci.export.build import STAND_IN, Built, copy_libraries
 from ksci.export.contract import contract_json, dimensions, held_out_shapes, tensor_specs
 from ksci.export.source import ExportRefused
 from ksci.lineage.store import row_kind, shape_times
+from ksci.problem.files import reference_support
 from ksci.problem.spec import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT, Problem
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -53,13 +55,25 @@ def write_package(problem: Problem, origin: Origin, source: str, built: Built, o
         (pkg / source_name).write_text(source)
         if converted:
             (pkg / f"kernel.compiled{suffix}").write_text(built.compiled_source)
-        shutil.copyfile(problem.root / "reference.py", pkg / "reference.py")
+        copy_reference(problem, pkg)
         _render_all(work, package, _context(problem, origin, built, spec, source_name, output))
         os.rename(work, output)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
     return output
+
+
+def copy_reference(problem: Problem, pkg: Path) -> None:
+    """reference.py into the package, with the modules of ksci/problem/ it imports beside it (fp8_block_scaled.py for
+    the FP8 problems) and its imports of them made relative, so that the package needs no ksci."""
+    text = problem.file("reference.py").read_text()
+    for path in reference_support(text):
+        shutil.copyfile(path, pkg / path.name)
+        name = re.escape(path.stem)
+        text = re.sub(rf"^from ksci\.problem import {name}\b", f"from . import {path.stem}", text, flags=re.MULTILINE)
+        text = re.sub(rf"^from ksci\.problem\.{name} import ", f"from .{path.stem} import ", text, flags=re.MULTILINE)
+    (pkg / "reference.py").write_text(text)
 
 
 def _spec(problem: Problem, origin: Origin, built: Built, target: str) -> dict:

@@ -21,8 +21,8 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 
-from ksci.evaluate.compile import source_hash
 from ksci.evaluate.results import Status, Verdict
+from ksci.evaluate.toolchain.compile import source_hash
 from ksci.lineage.parts import (
     RESERVED_RUNS,
     SkippedPart,
@@ -141,7 +141,7 @@ class Candidate:
     run: str
     problem: str  # the kernels/<problem> this candidate solves
     generation: int
-    candidate_id: str  # first 16 hex digits of ksci.evaluate.compile.source_hash(source)
+    candidate_id: str  # first 16 hex digits of ksci.evaluate.toolchain.compile.source_hash(source)
     parent_id: str | None = None
     reference_id: str | None = None
     proposer: str  # one of PROPOSERS, or another registered proposer's name (ksci.proposers.registry)

@@ -6,6 +6,7 @@ folder holds renders into kernels, compile logs and the LLM's prompts."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 # The most entries a problem folder is walked for (a folder of sources, not a data set): bounds the check's cost.
@@ -38,3 +39,15 @@ def outside_link(root: Path) -> str | None:
         if walked > MAX_WALKED:
             return f"more than {MAX_WALKED} files and folders (a problem folder holds sources, not data)"
     return None
+
+
+# `from ksci.problem import NAME` or `from ksci.problem.NAME import ...` at the start of a line of reference.py.
+_SHARED_IMPORT = re.compile(r"^from ksci\.problem(?: import (\w+)|\.(\w+) import)", re.MULTILINE)
+
+
+def reference_support(reference_text: str) -> list[Path]:
+    """The modules of ksci/problem/ that a reference.py imports (code that two problems share, such as
+    fp8_block_scaled.py): the LLM reads them after it, and an exported package carries them beside it."""
+    here = Path(__file__).parent
+    names = dict.fromkeys(a or b for a, b in _SHARED_IMPORT.findall(reference_text))
+    return [here / f"{name}.py" for name in names if (here / f"{name}.py").is_file()]

@@ -14,7 +14,7 @@ import yaml
 
 from ksci import PROJECT_ROOT
 from ksci.problem.constraints import Constraint, ConstraintError, parse_constraint
-from ksci.problem.files import leads_outside, outside_link
+from ksci.problem.files import leads_outside, outside_link, reference_support
 from ksci.problem.schema import MAX_SHAPES, MAX_SPEC_BYTES, check_spec
 
 TARGETS = ("cuda", "rocm")
@@ -108,8 +108,11 @@ class Problem:
         return module
 
     def reference_text(self) -> str:
-        """reference.py, and for an imported problem the Python sources it adapts (imported/): what the LLM reads."""
+        """reference.py, the modules of ksci/problem/ it imports (reference_support), and for an imported problem the
+        Python sources it adapts (imported/): what the LLM reads."""
         text = self.file("reference.py").read_text()
+        for path in reference_support(text):
+            text += f"\n\n# ---- ksci/problem/{path.name} ----\n{path.read_text()}"
         for path in sorted((self.root / "imported").glob("*.py")):
             text += f"\n\n# ---- imported/{path.name} ----\n{self.file(f'imported/{path.name}').read_text()}"
         return text

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ksci.evaluate.host_stages import compile_candidate, prepare
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.stages import compile_candidate, prepare
 from ksci.problem.spec import Problem, shape_key
 from ksci.profile.result import ProfileResult
 from ksci.profile.run import TOOL_OF_TARGET, ProfileRequest, find_profiler, profile_library

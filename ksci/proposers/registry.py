@@ -3,7 +3,7 @@
 An entry names the proposer's factory and, where it has one, its cached step, both as "module:attribute" so that
 this table imports no proposer (the proposers import ksci.run, which checks a RunSpec's proposer against this
 table). The command line's --proposer choices and defaults, the RunSpec's checks, the flow's choice of proposer
-and the Prefect task that runs a cached step (tasks/stages.py: proposer_step) all read it. Adding a proposer (a
+and the Prefect task that runs a cached step (tasks/proposing.py: proposer_step) all read it. Adding a proposer (a
 genetic algorithm, say): its own module under ksci/proposers/ (a Proposer, ksci.proposers.protocol, and a
 `make(llm)` that builds it), and one entry here; `register` adds one at run time (tests do).
 """

@@ -1,15 +1,15 @@
 """The child process that loads one candidate library, checks it and times it.
 
 Run as `python -m ksci.evaluate.harness.child REQUEST.json --report-fd N`. It imports torch and the problem's reference,
-then waits for the go-ahead on its stdin (ksci.evaluate.isolate.Child): one JSON line, {"env": {...}, "library": PATH} with
+then waits for the go-ahead on its stdin (ksci.evaluate.run.isolate.Child): one JSON line, {"env": {...}, "library": PATH} with
 the variable that shows it its GPU (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES), set before the GPU runtime starts,
 and the candidate's library (none: time the baselines only). The parent starts it before its GPU is free, maybe
-before it knows the candidate (ksci.evaluate.harness_process.SpareHarnesses), so that Python and torch start while
+before it knows the candidate (ksci.evaluate.run.harness_process.SpareHarnesses), so that Python and torch start while
 another candidate holds the GPU. End of file without a go-ahead ends it (exit 5): its parent gave up. After the
 go-ahead, stdin stays open until the GPU is clear to time on (no earlier run's process still exiting on it); the child
 times nothing before that end of file (await_clear). By hand: `echo '{}' | python -m ksci.evaluate.harness.child ...`.
 It reports JSON lines on fd N: started, loaded, check (one per input set), timing (one per benchmark shape), and a
-final result. A crash or hang simply ends the process; the parent (ksci.evaluate.classify) turns what it saw into a
+final result. A crash or hang simply ends the process; the parent (ksci.evaluate.judge.classify) turns what it saw into a
 verdict. The input sets it checks and times are ksci/evaluate/harness/cases.py; the clocks, timing.py.
 """
 
@@ -29,7 +29,6 @@ import torch
 from ksci.evaluate.harness.cases import Case
 from ksci.evaluate.harness.check import relative_error
 from ksci.evaluate.harness.plan import TRIAL_SEED_STEP, held_out_plan, recheck_shapes, verification_plan
-from ksci.evaluate.harness.sandbox import confine_self, drop_network, limit_resources
 from ksci.evaluate.harness.timing import (
     CallTimer,
     L2Flusher,
@@ -41,7 +40,8 @@ from ksci.evaluate.harness.timing import (
     slower_idle,
     time_calls,
 )
-from ksci.evaluate.protocol import summarise
+from ksci.evaluate.judge.timing_rules import summarise
+from ksci.evaluate.sandbox.harness import confine_self, drop_network, limit_resources
 from ksci.problem.spec import load_problem, shape_key
 
 REVERIFY_SEED_OFFSET = 1_000_003
@@ -227,7 +227,7 @@ class Session:
         timing = {"kernel": summarise(calls.kernel_us), "integrity": calls.integrity(idle)}
         if self.request.get("time_baselines", True):
             timing.update(self.time_baselines(self.rotated_cases(shape), flush))
-        # The child's own clock over the whole shape, which the parent holds against its clock (ksci/evaluate/protocol.py).
+        # The child's own clock over the whole shape, which the parent holds against its clock (ksci/evaluate/judge/timing_rules.py).
         timing["integrity"]["shape_host_us"] = (time.perf_counter() - shape_start) * 1e6
         self.reporter.send("timing", shape=_plain(shape), key=shape_key(shape), **self.work(shape), **timing)
         return True

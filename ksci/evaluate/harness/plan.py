@@ -1,6 +1,6 @@
 """Which input sets verification checks: the profiles, their seeds and, after timing, which test shapes.
 
-Torch-free, so that the parent (ksci.evaluate.classify.expected_reports) counts the checks an honest run makes
+Torch-free, so that the parent (ksci.evaluate.judge.classify.expected_reports) counts the checks an honest run makes
 from the same code the child (ksci/evaluate/harness/child.py) checks them by.
 """
 

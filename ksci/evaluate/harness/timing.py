@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ksci.evaluate.protocol import summarise
+from ksci.evaluate.judge.timing_rules import summarise
 
-SAMPLES_KEPT = 1000  # call times sent with a shape's timing, in call order (ksci/evaluate/protocol.py judges them)
+SAMPLES_KEPT = (
+    1000  # call times sent with a shape's timing, in call order (ksci/evaluate/judge/timing_rules.py judges them)
+)
 
 
 @dataclass(frozen=True)
@@ -127,7 +129,7 @@ class CallTimer:
     both. All contain the host's own latency, so they are judged against the same numbers for a call that does
     nothing but launch a near-empty kernel (`idle`, `calibrate`), measured in the same way on the same device, before
     a shape's calls and between them at places drawn at random (ksci/evaluate/harness/child.py), so that they see
-    the host as the calls saw it (ksci/evaluate/protocol.py judges the difference).
+    the host as the calls saw it (ksci/evaluate/judge/timing_rules.py judges the difference).
     """
 
     def __init__(
@@ -197,7 +199,7 @@ class TimedCalls:
         self.flush_us.append(call.flush_us)
 
     def integrity(self, idle: CallSample) -> dict:
-        """The timing message's integrity facts beside the idle device's (ksci/evaluate/protocol.py): medians, but
+        """The timing message's integrity facts beside the idle device's (ksci/evaluate/judge/timing_rules.py): medians, but
         the gap's tenth percentile (low_quantile)."""
         return {
             "calls": len(self.kernel_us),

@@ -4,7 +4,7 @@
 // ptrace(PTRACE_ATTACH, getppid()), to read or rewrite the memory of whatever started it (its clock, its keys).
 // Caught by: the sandbox, not the static checks (the call is written as bytes, `.byte 0x0f, 0x05`, so the screen
 // and the library check pass it). The harness child has dropped its capabilities and installed its seccomp filter
-// before loading the library (ksci/evaluate/confine.py): the call raises SIGSYS, the child reports it and exits,
+// before loading the library (ksci/evaluate/sandbox/confine.py): the call raises SIGSYS, the child reports it and exits,
 // and the verdict is `runtime_error: crashed: denied system call ptrace`. Were the call let through, the GEMM is
 // honest and the verdict would be `ok`; the attach itself would still fail there (ESRCH: the child is the first
 // process of its PID namespace, its parent outside, so getppid() is 0), where unconfined it stops the parent.

@@ -5,7 +5,7 @@
 // through the same bind the project's ksci/ package, which later runs outside any sandbox.
 // Caught by: the sandbox, not the static checks (the call is written as bytes, `.byte 0x0f, 0x05`, so the screen
 // and the library check pass it). The harness child has dropped its capabilities and installed its seccomp filter
-// before loading the library (ksci/evaluate/confine.py): the call raises SIGSYS, the child reports it and exits,
+// before loading the library (ksci/evaluate/sandbox/confine.py): the call raises SIGSYS, the child reports it and exits,
 // and the verdict is `runtime_error: crashed: denied system call mount`. Were the call let through, the GEMM is
 // honest and the verdict would be `ok`, with the file TARGET/ksci-sandbox-remount left on the host:
 // benchmarks/sandbox_hostile.py looks for it.

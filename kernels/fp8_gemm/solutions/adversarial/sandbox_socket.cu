@@ -4,7 +4,7 @@
 // of 127.0.0.1 (a Prefect server, a metrics port, anything listening on the host), to report or to fetch.
 // Caught by: the sandbox, not the static checks (the call is written as bytes, `.byte 0x0f, 0x05`, so the screen
 // and the library check pass it). The harness child has dropped its capabilities and installed its seccomp filter
-// before loading the library (ksci/evaluate/confine.py): the call raises SIGSYS, the child reports it and exits,
+// before loading the library (ksci/evaluate/sandbox/confine.py): the call raises SIGSYS, the child reports it and exits,
 // and the verdict is `runtime_error: crashed: denied system call socket`. Were the call let through, the GEMM is
 // honest and the verdict would be `ok`, with a connection reaching the port benchmarks/sandbox_hostile.py listens on:
 // benchmarks/sandbox_hostile.py looks for it.

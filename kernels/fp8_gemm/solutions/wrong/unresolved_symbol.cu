@@ -1,7 +1,7 @@
 // expect: rejected
 // Plays a candidate that compiles and links as a shared library but cannot be loaded: it calls a helper that
 // is declared (as if from a header) and defined nowhere, so dlopen with RTLD_NOW would fail with "undefined
-// symbol: ksci_pick_tile_config". The library check (ksci/libcheck.py) sees the import first and names it.
+// symbol: ksci_pick_tile_config". The library check (ksci/evaluate/screen/library.py) sees the import first and names it.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 

@@ -7,7 +7,7 @@ LLM that wrote the kernel, and the library to the harness, so whatever the compi
 exfiltrate. No screen of spellings closes that (issue 26 lists the ones that got through); taking the files
 away does. Each compile runs under util-linux's `unshare` (present on every Linux host, the GPU hosts included,
 where no package can be installed) in new user, mount, PID, IPC, UTS and network namespaces, and
-sandbox_enter.py builds a root of bind mounts there: /usr and the other system folders read-only (the
+enter.py builds a root of bind mounts there: /usr and the other system folders read-only (the
 compilers, their headers and libraries), /etc/alternatives and the dynamic linker's cache but no other file of
 /etc, the toolchain's own folders (/opt/rocm*, CUDA_HOME, the ROCm bitcode copy), the work folder writable, an
 empty /tmp, /dev/null and the random devices. /etc/passwd, /root, the home folder, the project's .env and data/
@@ -35,7 +35,7 @@ from pathlib import Path
 from ksci.evaluate.options import EnvironmentProblem
 
 OPT_OUT = "KSCI_UNSANDBOXED_COMPILE"
-ENTER = Path(__file__).with_name("sandbox_enter.py")
+ENTER = Path(__file__).with_name("enter.py")
 # The system's software: compilers, their headers, libraries and helpers (/bin and /lib are links into /usr on
 # merged-/usr systems, and recreated as links).
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
@@ -49,7 +49,7 @@ TMP_BYTES = 2 << 30  # the compilers' temporaries (nvcc's intermediate files are
 USER_MODE = ("--user", "--map-root-user")
 NAMESPACES = ("--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child")
 PROBE_TIMEOUT_S = 30
-# The least-privilege layers sandbox_enter.py applies after entering the root, each of which alone keeps a
+# The least-privilege layers enter.py applies after entering the root, each of which alone keeps a
 # read-only folder read-only; what each did reaches the command as this variable (a JSON object).
 LAYERS = ("mounts", "capabilities", "syscalls")
 STATUS_VARIABLE = "KSCI_SANDBOX"
@@ -67,7 +67,7 @@ class SandboxStatus:
     options: tuple[str, ...] = ()
     reason: str = ""
     unshare: str = "unshare"  # its absolute path, found once
-    layers: tuple[tuple[str, str], ...] = ()  # (layer, what the probe's sandbox_enter did), LAYERS' order
+    layers: tuple[tuple[str, str], ...] = ()  # (layer, what the probe's enter.py did), LAYERS' order
 
     @property
     def mode(self) -> str:
@@ -106,7 +106,7 @@ def sandboxed(
 ) -> list[str]:
     """`command` (a compiler's argv, run with cwd `work`) as it runs in the sandbox; unchanged where opted out.
 
-    `toolchain`: the ksci.evaluate.toolchain.Toolchain that made the command (its compiler's and bitcode folders
+    `toolchain`: the ksci.evaluate.toolchain.toolchains.Toolchain that made the command (its compiler's and bitcode folders
     are bound read-only); `tools`: other programs the command runs (their folders are bound read-only too), such as
     cuobjdump on the built library; `search_path`: PATH in the sandbox, if not the host's; `proc`: a /proc of the
     sandbox's own (cuobjdump crashes without one)."""
@@ -138,11 +138,11 @@ def wrap(
     command: list[str], root: Root, network: bool = False, confine: str = "exec", layers: tuple[str, ...] = LAYERS
 ) -> list[str]:
     """The argv that runs `command` in new namespaces, in `root`, its mounts locked, without capabilities and under
-    the syscall filter (sandbox_enter.py).
+    the syscall filter (enter.py).
 
     `network`: keep the host's network namespace (the harness child drops it itself once the GPU runtime is up);
     `confine`: "self" leaves the capabilities and the filter to the command (the harness child:
-    ksci.evaluate.harness.sandbox.confine_self); `layers`: the least-privilege layers to apply (all; tests apply one
+    ksci.evaluate.sandbox.harness.confine_self); `layers`: the least-privilege layers to apply (all; tests apply one
     at a time)."""
     spec = {
         "root": str(_root_mountpoint()),

@@ -25,7 +25,7 @@ MIB = 1 << 20
 DEFAULTS = {
     "KSCI_MAX_LIBRARY_BYTES": 64 * MIB,
     "KSCI_MAX_COMPILE_BYTES": 256 * MIB,  # the source, the library, result.json; one file at most this big
-    "KSCI_MAX_HARNESS_OUTPUT_BYTES": 64 * MIB,  # also the child's own RLIMIT_FSIZE (harness/sandbox.py)
+    "KSCI_MAX_HARNESS_OUTPUT_BYTES": 64 * MIB,  # also the child's own RLIMIT_FSIZE (sandbox/harness.py)
 }
 # Sets RLIMIT_FSIZE (soft and hard, never above the hard limit it had) and execs the command: Python's own startup
 # ignores SIGXFSZ, and that carries across exec, so an oversized write fails with EFBIG instead of a core dump.

@@ -1,4 +1,4 @@
-"""File-scope code that runs when the library is loaded, for the static screen (ksci/evaluate/screen.py).
+"""File-scope code that runs when the library is loaded, for the static screen (ksci/evaluate/screen/source.py).
 
 Declarations at file scope (outside any function, struct or class body; namespaces and extern "C" blocks are
 transparent) whose initialiser runs code when the library is loaded: `static int x = setup();`, `Foo foo;` where

@@ -15,18 +15,18 @@ from contextlib import AbstractContextManager, nullcontext
 
 from ksci.backends import Backend
 from ksci.backends.real import RealBackend
-from ksci.evaluate.classify import baseline_geomeans
-from ksci.evaluate.isolate import live_children
-from ksci.evaluate.neighbours import gpu_neighbours, with_neighbours
-from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.results import CompileResult, Status, Verdict
-from ksci.evaluate.stages import (
+from ksci.evaluate.host_stages import (
     PreparedSource,
     failed_compile_verdict,
     host_fingerprint,
     prepare,
     unprepared_compile,
 )
+from ksci.evaluate.judge.classify import baseline_geomeans
+from ksci.evaluate.judge.neighbours import gpu_neighbours, with_neighbours
+from ksci.evaluate.options import EvaluationOptions
+from ksci.evaluate.results import CompileResult, Status, Verdict
+from ksci.evaluate.run.isolate import live_children
 from ksci.problem.spec import Problem, shape_key
 
 # Given a callback to call when the candidate is near the front of the queue, a block that holds a GPU and yields

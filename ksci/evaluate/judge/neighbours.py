@@ -3,7 +3,7 @@ may be why its clocks disagreed.
 
 ksci runs one evaluation per GPU (ksci.devices' locks, across every ksci process of the host), but nothing stops a
 training job or a notebook from using the same GPU. Its kernels then share the GPU's time with the candidate's
-calls, and the timing rules (ksci/evaluate/protocol.py) may see host gaps or clock differences that the candidate
+calls, and the timing rules (ksci/evaluate/judge/timing_rules.py) may see host gaps or clock differences that the candidate
 did not cause: on 2 x H200 (docs/results.md, issue 30) a second process on one GPU made 4 of 120 honest
 evaluations `suspicious`, and none of 156 once each GPU ran one. The verdict stays `suspicious` (the times are not
 the kernel's own), but says who else was there, so that the user evaluates again rather than distrusts the rule.

@@ -12,8 +12,8 @@ the dynamic checks in the harness catch that a lexical check cannot.
 
 A source over MAX_SOURCE_BYTES (1 MiB) is refused unread, and every rule runs in time linear in the source (no
 pattern can backtrack over it: where one could, it is possessive or split into a head and a tail found once per
-stretch, and the comments, literals and file-scope declarations are found by linear scans, screen_text.py and
-screen_load_time.py), so a hostile source costs at most a second or two here.
+stretch, and the comments, literals and file-scope declarations are found by linear scans, literals.py and
+load_time.py), so a hostile source costs at most a second or two here.
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ksci.evaluate.screen_load_time import top_level_initialisers
-from ksci.evaluate.screen_text import (
+from ksci.evaluate.screen.literals import (
     blank_spans,
     joined_literals,
     strip_comments_and_literals,
     tokens,
     without_comments,
 )
+from ksci.evaluate.screen.load_time import top_level_initialisers
 
 # Kernel sources here are 2-60 KB; a source this large is not a kernel, and refusing it bounds the screen's time.
 MAX_SOURCE_BYTES = 1 << 20
@@ -191,7 +191,7 @@ class ScreenResult:
 
 
 # The one driver lookup let through: cuTensorMapEncodeTiled, a host function that only fills a TMA descriptor,
-# reached through the runtime as CUTLASS and DeepGEMM do (ksci/evaluate/libcheck.py allows the import too).
+# reached through the runtime as CUTLASS and DeepGEMM do (ksci/evaluate/screen/library.py allows the import too).
 _TMA_LOOKUP = re.compile(r'\bcudaGetDriverEntryPoint(?:ByVersion)?(?=\s*\(\s*"cuTensorMapEncodeTiled")')
 
 

@@ -27,11 +27,11 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from ksci.evaluate.bounds import compile_overflow, limit, with_file_size_limit
-from ksci.evaluate.isolate import run_in_group
 from ksci.evaluate.results import CompileResult, KernelResources
-from ksci.evaluate.sandbox import sandboxed
-from ksci.evaluate.sass import (
+from ksci.evaluate.run.isolate import run_in_group
+from ksci.evaluate.sandbox.bounds import compile_overflow, limit, with_file_size_limit
+from ksci.evaluate.sandbox.compiler import sandboxed
+from ksci.evaluate.toolchain.sass import (
     SassError,
     SassToolsMissing,
     checked_listing,
@@ -39,11 +39,11 @@ from ksci.evaluate.sass import (
     interleave_ffma,
     requested_sixteenths,
 )
-from ksci.evaluate.toolchain import Toolchain, demangle_names
+from ksci.evaluate.toolchain.toolchains import Toolchain, demangle_names
 from ksci.problem.spec import DIALECT_OF_TARGET, SUFFIX_OF_DIALECT
 
 COMPILE_TIMEOUT_S = 300
-# Part of the cache key of sources that ask for a SASS edit (ksci.evaluate.sass): a new edit rule is a new build.
+# Part of the cache key of sources that ask for a SASS edit (ksci.evaluate.toolchain.sass): a new edit rule is a new build.
 SASS_EDIT_VERSION = "interleave-ffma 1"
 # The compiled source as a compiler names it: before a line number, `/x/.key-abc/kernel.cu(8)` (nvcc),
 # `/x/.key-abc/kernel.hip:47:47` (clang), or by its whole path in quotes (nvcc's `1 error detected in the
@@ -92,7 +92,7 @@ def compile_source(
     cacheable = not (result.ok and toolchain.target == "cuda") or _edit_sass(result, source, work, toolchain, timeout_s)
     result.source_hash = source_hash(source)
     result.log = _COMPILED_SOURCE.sub(_bare_name, result.log)  # stored without the work folder, which is renamed below
-    overflow = compile_overflow(work, result.log)  # ksci.evaluate.bounds
+    overflow = compile_overflow(work, result.log)  # ksci.evaluate.sandbox.bounds
     if overflow:  # not cached either: nothing oversized stays, and a raised limit builds it again
         result.ok, result.log = False, f"error: {overflow}\n{result.log}"  # the first error line: the verdict's
     if overflow or not cacheable:  # the host lacks a tool: nothing is cached, so that a build after its install can
@@ -130,9 +130,11 @@ def _run_compiler(command: list[str], toolchain: Toolchain, arch: str, work: Pat
     try:
         # In a process group of its own (isolate.run_in_group): a terminal's Ctrl-C does not kill it into a cached
         # compile_error, and a stopping run raises StoppedByUser instead of recording a failure.
-        confined = sandboxed(command, work, toolchain)  # ksci.evaluate.sandbox: the source reaches no host file
+        confined = sandboxed(
+            command, work, toolchain
+        )  # ksci.evaluate.sandbox.compiler: the source reaches no host file
         proc = run_in_group(
-            with_file_size_limit(confined, limit("KSCI_MAX_COMPILE_BYTES")),  # no file past it (bounds.py)
+            with_file_size_limit(confined, limit("KSCI_MAX_COMPILE_BYTES")),  # no file past it (sandbox/bounds.py)
             timeout_s,
             cwd=work,
             env=toolchain.environment(),

@@ -1,7 +1,7 @@
-"""The step that runs inside the sandbox's namespaces (ksci/evaluate/sandbox.py starts it under util-linux's
+"""The step that runs inside the sandbox's namespaces (ksci/evaluate/sandbox/compiler.py starts it under util-linux's
 `unshare`): build a new root from bind mounts, pivot into it, and exec the command with a filtered environment.
 
-Run as a script (`python -I -S sandbox_enter.py SPEC -- COMMAND...`), so it imports the standard library only and
+Run as a script (`python -I -S enter.py SPEC -- COMMAND...`), so it imports the standard library only and
 nothing of the project: it is the last code that sees the host's filesystem. SPEC is a JSON object:
 
     root      an empty directory of the host to mount the new root on (a tmpfs, private to this namespace)
@@ -13,7 +13,7 @@ nothing of the project: it is the last code that sees the host's filesystem. SPE
     tmp_bytes the size of the fresh, empty /tmp (a tmpfs)
     confine   "exec" (the default): drop every capability and install the syscall filter (EPERM) before the exec;
               "self": leave both to the command (the harness child, which needs CAP_SYS_ADMIN to drop its network
-              once the GPU runtime is up: ksci/evaluate/harness/sandbox.py)
+              once the GPU runtime is up: ksci/evaluate/sandbox/harness.py)
     layers    which of "mounts", "capabilities", "syscalls" to apply (default: all; tests turn all but one off to
               show that each alone stops a remount)
 
@@ -60,7 +60,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 
 def _load_confine():
-    """ksci/evaluate/confine.py, by its path (no import of the project: this runs as `python -I -S`)."""
+    """ksci/evaluate/sandbox/confine.py, by its path (no import of the project: this runs as `python -I -S`)."""
     spec = importlib.util.spec_from_file_location("ksci_confine", os.path.join(os.path.dirname(__file__), "confine.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -228,7 +228,7 @@ def _last_cap(proc: int | None) -> int:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--":
-        print("ksci sandbox: usage: sandbox_enter.py SPEC -- COMMAND...", file=sys.stderr)
+        print("ksci sandbox: usage: enter.py SPEC -- COMMAND...", file=sys.stderr)
         return FAILED
     spec, command = json.loads(argv[0]), argv[2:]
     proc = _open_proc()

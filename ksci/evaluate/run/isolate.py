@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ksci.evaluate.bounds import harness_overflow, limit, with_file_size_limit
-from ksci.evaluate.report_pipe import read_reports
+from ksci.evaluate.run.report_pipe import read_reports
+from ksci.evaluate.sandbox.bounds import harness_overflow, limit, with_file_size_limit
 
 if TYPE_CHECKING:
     from ksci.devices import Lease
@@ -71,10 +71,10 @@ def live_children() -> frozenset[int]:
 class ChildOutcome:
     messages: list[dict] = field(default_factory=list)  # validated JSON objects from the report pipe
     # When each message reached the parent (time.monotonic(), one per message): the parent's own clock, which the
-    # child's code cannot touch, held against the child's reports (ksci/evaluate/protocol.py timing_doubts).
+    # child's code cannot touch, held against the child's reports (ksci/evaluate/judge/timing_rules.py timing_doubts).
     arrivals: list[float] = field(default_factory=list)
     # The last time the parent saw the report pipe empty before each message (it was written after): with
-    # `arrivals`, an interval that widens honestly where the parent paused (ksci/evaluate/report_pipe.py).
+    # `arrivals`, an interval that widens honestly where the parent paused (ksci/evaluate/run/report_pipe.py).
     sent_after: list[float] = field(default_factory=list)
     returncode: int | None = None  # negative: killed by that signal
     timed_out: bool = False
@@ -84,7 +84,9 @@ class ChildOutcome:
     first_s: dict[str, float] = field(default_factory=dict)  # event -> seconds from the go-ahead to its first message
     handed_over_s: float | None = None  # seconds from the go-ahead to when its GPU was handed over (its result)
     lingered: bool = False  # still running EXIT_GRACE_S after its result, so killed
-    over_limit: str = ""  # its stdout and stderr or its report pipe went past their bound (ksci.evaluate.bounds)
+    over_limit: str = (
+        ""  # its stdout and stderr or its report pipe went past their bound (ksci.evaluate.sandbox.bounds)
+    )
 
     def last(self, event: str) -> dict | None:
         return next((m for m in reversed(self.messages) if m["event"] == event), None)

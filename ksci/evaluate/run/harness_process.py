@@ -2,8 +2,8 @@
 library with the go-ahead, and its spares, started before any candidate asks for one.
 
 What the child does is ksci/evaluate/harness/child.py; what the parent makes of its report is
-ksci/evaluate/classify.py. The child's environment is an allowlist (child_environment), and it starts in a sandbox
-that hides the host's files (ksci.evaluate.harness.sandbox.confined_child): docs/threat-model.md.
+ksci/evaluate/judge/classify.py. The child's environment is an allowlist (child_environment), and it starts in a sandbox
+that hides the host's files (ksci.evaluate.sandbox.harness.confined_child): docs/threat-model.md.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from pathlib import Path
 
 from ksci import PROJECT_ROOT
 from ksci.devices import current_lease
-from ksci.evaluate.harness.sandbox import confined_child
-from ksci.evaluate.isolate import Child, ChildOutcome
 from ksci.evaluate.options import EnvironmentProblem, EvaluationOptions
-from ksci.evaluate.visibility import gpu_visible, pin_device
+from ksci.evaluate.run.isolate import Child, ChildOutcome
+from ksci.evaluate.run.visibility import gpu_visible, pin_device
+from ksci.evaluate.sandbox.harness import confined_child
 from ksci.problem.spec import Problem, problem_dirs
 
 
@@ -124,7 +124,7 @@ def _start_child(request: dict) -> _Started:
     path.write_text(json.dumps(request))
     env = child_environment(scratch)
     try:
-        # In its sandbox (ksci.evaluate.harness.sandbox): it sees its scratch folder, the Python it runs and the
+        # In its sandbox (ksci.evaluate.sandbox.harness): it sees its scratch folder, the Python it runs and the
         # problem files, not the host's.
         argv = confined_child([sys.executable, "-m", "ksci.evaluate.harness.child", str(path)], scratch, env)
         return _Started(Child(argv, env=env, cwd=scratch), folder)

@@ -215,7 +215,7 @@ def _from_wheel(tool: str) -> str | None:
 
 def sass_listing(library: Path, tools: SassTools, timeout_s: float = 120) -> str:
     """`cuobjdump -sass library`, run here as it is: for libraries of trusted sources (tests, benchmarks). ksci's
-    compile step runs the same command in the compiler's sandbox (ksci.evaluate.compile)."""
+    compile step runs the same command in the compiler's sandbox (ksci.evaluate.toolchain.compile)."""
     env = dict(os.environ, PATH=tools.search_path(os.environ.get("PATH", "")))
     try:
         proc = subprocess.run(tools.command(library), capture_output=True, text=True, timeout=timeout_s, env=env)

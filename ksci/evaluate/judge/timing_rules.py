@@ -1,21 +1,25 @@
-"""What the harness child may say on its report pipe: one JSON schema per event, and the timing-integrity checks.
+"""The timing-integrity rules: when a kernel's timing cannot be trusted, and the verdict is `suspicious`.
 
-The child runs the candidate's host code in its own process, so the parent trusts none of its messages blindly:
-a message of an unknown event, with missing or mistyped fields, or too large, is counted as bad, and a run with
-bad messages is never `ok`. Timing messages carry the host's wall-clock totals beside the event times, which
-`timing_doubts` holds against each other and against the parent's own clock (docs/threat-model.md).
+The child's messages have passed their schema (report_schema.py); what they report is then held against itself and
+against what the child cannot touch: each timed call's host time against its events (`gap`), the device's busy time
+after its end event (`tail`), the checked outputs against the timed calls, the call times' distribution, the child's
+clock over each shape against the parent's (ParentClock, from the report pipe's sending times), the child's shapes
+against how long it ran, and each shape's time against the speed of light (docs/threat-model.md).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from jsonschema import Draft202012Validator
+from ksci.problem.spec import shape_key
 
-MAX_MESSAGE_BYTES = 256 * 1024
+if TYPE_CHECKING:
+    from ksci.evaluate.results import ShapeTiming
+    from ksci.evaluate.run.isolate import ChildOutcome
+
 CLOCK_TOLERANCE = 1.02
 # A timed call's host time that its events do not account for (`gap`), and the time the device stayed busy after its
 # end event (`tail`), are judged against the same numbers for a call that does nothing, measured just before: an
@@ -27,7 +31,7 @@ TAIL_FLOOR_US = 60.0
 TAIL_FRACTION = 0.25
 # The child's clock over one shape against the parent's: the time between the shape's two report messages on the
 # parent's clock, which the child's code cannot touch, as an interval (ParentClock): each message was written after
-# the parent last saw the pipe empty and before it read it (ksci/evaluate/report_pipe.py). The slack covers the
+# the parent last saw the pipe empty and before it read it (ksci/evaluate/run/report_pipe.py). The slack covers the
 # child's own work between its clock readings and its writes (encoding the timing message), milliseconds at most.
 PARENT_CLOCK_SLACK_US = 20000.0
 PAUSE_SHOWN_US = 50000.0  # a parent's interval wider than this is named a pause in the doubt's words
@@ -37,116 +41,6 @@ CHECKED_LEAST = 6
 IQR_OVER_MEDIAN = 1.0
 GROUP_RATIO = 1.5  # two groups of call times at least this far apart ...
 GROUP_SHARE = 0.25  # ... each holding at least this share of the calls (and 3 of them)
-
-_NUMBER = {"type": "number"}
-_INT = {"type": "integer"}
-_TEXT = {"type": "string", "maxLength": 20000}
-_SHAPE = {"type": "object", "additionalProperties": _INT, "maxProperties": 16}
-_STATS = {
-    "type": "object",
-    "properties": {"median_us": _NUMBER, "iqr_us": _NUMBER, "min_us": _NUMBER, "reps": _INT},
-    "required": ["median_us", "iqr_us", "min_us", "reps"],
-    "additionalProperties": False,
-}
-_STATS_OR_NULL = {"anyOf": [_STATS, {"type": "null"}]}
-_INTEGRITY = {
-    "type": "object",
-    "properties": {
-        "calls": _INT,
-        "checked": _INT,
-        "flush_us": _NUMBER,
-        "gap_us": _NUMBER,
-        "gap_idle_us": _NUMBER,
-        "tail_us": _NUMBER,
-        "tail_idle_us": _NUMBER,
-        "sync_us": _NUMBER,
-        "sync_idle_us": _NUMBER,
-        "samples_us": {"type": "array", "items": _NUMBER, "minItems": 1, "maxItems": 1000},
-        "shape_host_us": _NUMBER,
-        "raced_against_us": _NUMBER,  # present when the calls stopped because the kernel lost the shape (--race)
-    },
-    "required": [
-        "calls",
-        "checked",
-        "flush_us",
-        "gap_us",
-        "gap_idle_us",
-        "tail_us",
-        "tail_idle_us",
-        "sync_us",
-        "sync_idle_us",
-        "samples_us",
-        "shape_host_us",
-    ],
-    "additionalProperties": False,
-}
-_WORK = {"flops": _NUMBER, "bytes": _NUMBER, "shape": _SHAPE, "key": _TEXT}
-_BASELINES = {
-    "reference": _STATS_OR_NULL,
-    "vendor": _STATS_OR_NULL,
-    "vendor_ok": {"type": "boolean"},
-    "vendor_error": _TEXT,
-    "vendor_relative_error": _NUMBER,
-}
-_CHECK = {
-    "phase": _TEXT,
-    "profile": _TEXT,
-    "shape": _SHAPE,
-    "seed": _INT,
-    "ok": {"type": "boolean"},
-    "report": _TEXT,
-    "mismatches": _INT,
-    "total": _INT,
-    "max_abs_error": _NUMBER,
-    "nan_or_inf": _INT,
-}
-
-
-def _event(properties: dict, required: tuple[str, ...] = (), closed: bool = True) -> dict:
-    schema = {"type": "object", "properties": {"event": {"type": "string"}, **properties}}
-    schema["required"] = ["event", *required]
-    if closed:
-        schema["additionalProperties"] = False
-    return schema
-
-
-SCHEMAS = {
-    "started": _event({"fingerprint": {"type": "object", "maxProperties": 64}}, ("fingerprint",)),
-    "sandbox": _event(
-        {
-            "network": _TEXT,
-            "limits": {"type": "object", "maxProperties": 16},
-            **dict.fromkeys(("mounts", "proc", "capabilities", "syscalls"), _TEXT),
-        }
-    ),
-    "denied": _event({"syscall": _TEXT}, ("syscall",)),
-    "loaded": _event({}),
-    "shape": _event({"key": _TEXT}, ("key",)),
-    "load_error": _event({"message": _TEXT}, ("message",)),
-    "check": _event(_CHECK, ("shape", "seed", "ok", "report", "mismatches", "total", "max_abs_error", "nan_or_inf")),
-    # A held-out shape whose inputs the problem's reference cannot make (a derived contract wider than it allows).
-    "skipped": _event({"shape": _SHAPE, "seed": _INT, "profile": _TEXT, "reason": _TEXT}, ("shape", "seed", "reason")),
-    "timing": _event(
-        {**_WORK, **_BASELINES, "kernel": _STATS, "integrity": _INTEGRITY},
-        ("shape", "flops", "bytes", "kernel", "integrity"),
-    ),
-    "baseline": _event({**_WORK, **_BASELINES}, ("shape", "flops", "bytes")),
-    "result": _event({"status": {"enum": ["ok", "wrong"]}, "message": _TEXT}, ("status",)),
-    "runtime_error": _event({"message": _TEXT, "trace": _TEXT}, ("message",)),
-    "harness_error": _event({"message": _TEXT, "trace": _TEXT}, ("message",)),
-}
-_VALIDATORS = {event: Draft202012Validator(schema) for event, schema in SCHEMAS.items()}
-
-
-def validate_message(message: dict) -> str | None:
-    """None when the message is one the child may send, else why not."""
-    event = message.get("event")
-    if event not in _VALIDATORS:
-        return f"unknown event {event!r}"
-    if len(json.dumps(message)) > MAX_MESSAGE_BYTES:
-        return f"{event} message larger than {MAX_MESSAGE_BYTES} bytes"
-    error = next(iter(_VALIDATORS[event].iter_errors(message)), None)
-    return None if error is None else f"{event}: {error.message[:200]}"
 
 
 @dataclass(frozen=True)
@@ -249,3 +143,54 @@ def distribution_doubts(samples: list[float], kernel: dict | None = None) -> lis
 def summarise(samples: list[float]) -> dict:
     q1, median, q3 = statistics.quantiles(samples, n=4, method="inclusive")
     return {"median_us": median, "iqr_us": q3 - q1, "min_us": min(samples), "reps": len(samples)}
+
+
+def outcome_timing_doubts(outcome: ChildOutcome) -> list[str]:
+    """Why the timings of a run that reported ok cannot be trusted: each shape's timing_doubts (with the parent's
+    clock over it, where it saw the shape's `shape` message), the child's shapes against how long it ran, and a
+    timing without its `shape` message."""
+    doubts = []
+    timings = outcome.events("timing")
+    parent = parent_clocks(outcome)
+    for message in timings:
+        for doubt in timing_doubts(message, parent.get(id(message))):
+            doubts.append(f"{message.get('key') or message['shape']}: {doubt}")
+    total_host_s = sum(m["integrity"]["shape_host_us"] for m in timings) / 1e6
+    if outcome.wall_s and total_host_s > outcome.wall_s * CLOCK_TOLERANCE:
+        doubts.append(
+            f"the child's shapes add up to {total_host_s:.2f} s, longer than the child ran ({outcome.wall_s:.2f} s)"
+        )
+    missing = [m.get("key") for m in timings if id(m) not in parent]
+    if outcome.arrivals and missing:
+        doubts.append(f"no `shape` message came before the timing of {', '.join(map(str, missing))}")
+    return doubts
+
+
+def parent_clocks(outcome: ChildOutcome) -> dict[int, ParentClock]:
+    """For each timing message (by id), the parent's clock from its shape's `shape` message to it, in us: the least
+    and the most it can have been, from each message's sending interval [sent_after, arrival]
+    (ksci/evaluate/run/report_pipe.py; an outcome without sent_after times counts each arrival as its sending)."""
+    if len(outcome.arrivals) != len(outcome.messages):
+        return {}
+    sent_after = outcome.sent_after if len(outcome.sent_after) == len(outcome.messages) else outcome.arrivals
+    started: dict[str, tuple[float, float]] = {}
+    elapsed = {}
+    for message, early, late in zip(outcome.messages, sent_after, outcome.arrivals, strict=True):
+        if message["event"] == "shape":
+            started[message["key"]] = (early, late)
+        elif message["event"] == "timing" and message.get("key") in started:
+            shape_early, shape_late = started.pop(message["key"])
+            elapsed[id(message)] = ParentClock(max(0.0, early - shape_late) * 1e6, (late - shape_early) * 1e6)
+    return elapsed
+
+
+def faster_than_light(timings: list[ShapeTiming]) -> str | None:
+    """Why a run's timings cannot be trusted when a shape's kernel time is below its speed of light (no honest
+    measurement is); None when none is."""
+    too_fast = [s for s in timings if s.kernel and s.speed_of_light_us and s.kernel.median_us < s.speed_of_light_us]
+    if not too_fast:
+        return None
+    names = ", ".join(
+        f"{shape_key(s.shape)} ({s.kernel.median_us:.2f} < {s.speed_of_light_us:.2f} us)" for s in too_fast
+    )
+    return f"faster than the speed of light on {names}: the measurement cannot be trusted"

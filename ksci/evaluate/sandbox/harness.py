@@ -2,14 +2,14 @@
 limits it puts on itself before it loads a candidate (resource limits, no network, no capabilities, the syscall
 filter: `confine_self`).
 
-The child starts inside the same kind of sandbox as the compiler (ksci/evaluate/sandbox.py): new user, mount, PID,
+The child starts inside the same kind of sandbox as the compiler (ksci/evaluate/sandbox/compiler.py): new user, mount, PID,
 IPC and UTS namespaces and a root of bind mounts holding the system's software, the Python it runs (prefix,
 site-packages), the project's `ksci` package and problem folders, read-only, its scratch folder writable, the GPU's
 device files, /sys read-only and a /proc of its own PID namespace. /etc/passwd, /root (but the Python under it), the
 home folder, the project's .env and data/ do not exist there, and every mount is locked read-only as bound (a
-nested user namespace: ksci/evaluate/sandbox_enter.py). Its network is dropped by the child itself once the GPU
+nested user namespace: ksci/evaluate/sandbox/enter.py). Its network is dropped by the child itself once the GPU
 runtime is up (`drop_network`, which needs CAP_SYS_ADMIN in the sandbox's namespace), and only then does it drop
-every capability and install the seccomp filter on all its threads (`confine_self`, ksci/evaluate/confine.py): a
+every capability and install the seccomp filter on all its threads (`confine_self`, ksci/evaluate/sandbox/confine.py): a
 denied call from the candidate ends the child with a `denied` report naming the call. Where no sandbox can be made the child is not started (EnvironmentProblem, one
 line) unless KSCI_UNSANDBOXED_HARNESS=1; a set-up that fails on a GPU host ends the child before it reports
 "started", which the parent reports as "the harness did not start (exit 125): ksci sandbox: ...".
@@ -32,10 +32,10 @@ import sys
 from pathlib import Path
 
 from ksci import PROJECT_ROOT
-from ksci.evaluate import confine
-from ksci.evaluate.bounds import DEFAULTS as _BOUNDS
 from ksci.evaluate.options import EnvironmentProblem
-from ksci.evaluate.sandbox import (
+from ksci.evaluate.sandbox import confine
+from ksci.evaluate.sandbox.bounds import DEFAULTS as _BOUNDS
+from ksci.evaluate.sandbox.compiler import (
     DEVICES,
     STATUS_VARIABLE,
     Root,
@@ -98,7 +98,7 @@ def confine_self(report_fd: int) -> dict[str, str]:
     """Drop this thread's capabilities and filter the system calls of every thread (SIGSYS on a denied call, which
     writes a `denied` report on `report_fd` and ends the process: confine.report_denials). Called after
     drop_network, before the candidate is loaded. Returns what holds, per layer, for the `sandbox` report: the
-    mounts as sandbox_enter.py left them (KSCI_SANDBOX), the capabilities and the filter as set here."""
+    mounts as enter.py left them (KSCI_SANDBOX), the capabilities and the filter as set here."""
     entered = json.loads(os.environ.get(STATUS_VARIABLE) or "{}")
     done = {
         "mounts": entered.get("mounts", "not locked: not started in the sandbox"),

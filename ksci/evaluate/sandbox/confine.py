@@ -1,16 +1,16 @@
 """Least privilege for code that runs in the sandbox: every capability dropped, and a seccomp filter that denies
 the system calls no compiler and no kernel's host code has a use for.
 
-Standard library only (ctypes): sandbox_enter.py loads this file by its path (it runs as `python -I -S` and
+Standard library only (ctypes): enter.py loads this file by its path (it runs as `python -I -S` and
 imports nothing of the project), and the harness child imports it as a module. Two users:
 
-- a compile: sandbox_enter.py drops the capabilities and installs the filter (denied calls fail with EPERM) right
+- a compile: enter.py drops the capabilities and installs the filter (denied calls fail with EPERM) right
   before it execs the compiler, so every process of the compile inherits both;
 - the harness child: it keeps its capabilities until its network is dropped (unshare(CLONE_NEWNET) needs
   CAP_SYS_ADMIN, after the GPU runtime is up), then drops them and installs the filter on every thread (TSYNC)
   before it loads the candidate. There a denied call raises SIGSYS, and `report_denials`' handler writes one
   `denied` line naming the call on the report pipe and ends the process with DENIED_EXIT, which the parent turns
-  into the candidate's verdict (ksci.evaluate.classify).
+  into the candidate's verdict (ksci.evaluate.judge.classify).
 
 The filter is libseccomp's (the system's libseccomp.so.2, a dependency of apt on Debian and Ubuntu), which
 resolves names to this architecture's numbers and fails calls of any other architecture. Where it cannot be

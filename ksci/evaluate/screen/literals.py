@@ -1,4 +1,4 @@
-"""Comments and literals of a kernel source, found in one left-to-right pass (for ksci/evaluate/screen.py).
+"""Comments and literals of a kernel source, found in one left-to-right pass (for ksci/evaluate/screen/source.py).
 
 The screen blanks comments and string literals before matching its rules, and matches the literals on their own.
 A single regular expression found them before, but it retried an unterminated comment or string at every later

@@ -1,8 +1,8 @@
 """How the parent turns what the harness child reported (or failed to report) into a verdict.
 
-The child is not trusted: its messages are checked against their schema (ksci/evaluate/protocol.py), an ok result
-must come with at least the checks and timings an honest run of its phases makes (expected_reports), and its
-timings must agree with the parent's clock and with the speed of light (ksci.problem.roofline).
+The child is not trusted: its messages are checked against their schema (report_schema.py), an ok result must
+come with at least the checks and timings an honest run of its phases makes (expected_reports), and its timings
+must pass the timing rules (timing_rules.py: the parent's clock, the speed of light from ksci.problem.roofline).
 """
 
 from __future__ import annotations
@@ -10,12 +10,13 @@ from __future__ import annotations
 from signal import SIGSYS
 
 from ksci.evaluate.harness.plan import held_out_plan, recheck_shapes
-from ksci.evaluate.isolate import EXIT_GRACE_S, ChildOutcome
+from ksci.evaluate.judge.report_schema import validate_message
+from ksci.evaluate.judge.timing_rules import faster_than_light, outcome_timing_doubts
 from ksci.evaluate.options import EnvironmentProblem, EvaluationOptions
-from ksci.evaluate.protocol import CLOCK_TOLERANCE, ParentClock, timing_doubts, validate_message
 from ksci.evaluate.results import CheckResult, ShapeTiming, Status, Timing, Verdict, geomean
+from ksci.evaluate.run.isolate import EXIT_GRACE_S, ChildOutcome
 from ksci.problem.roofline import peaks_for, speed_of_light_us
-from ksci.problem.spec import Problem, shape_key
+from ksci.problem.spec import Problem
 
 
 def expected_reports(problem: Problem, options: EvaluationOptions, held_out: int = 0) -> dict:
@@ -25,7 +26,7 @@ def expected_reports(problem: Problem, options: EvaluationOptions, held_out: int
     test shape (verification_plan in ksci.evaluate.harness.child). Benchmark: per shape, the warm-up set and at
     least two timed outputs (two batches, at least one sampled in each; how many more depends on the batches), one
     timing; then every test shape's `spec` sets again on new seeds, the other profiles on recheck_shapes. Each timing
-    also says how many timed outputs it checked, which ksci/evaluate/protocol.py holds against the number of timed
+    also says how many timed outputs it checked, which ksci/evaluate/judge/timing_rules.py holds against the number of timed
     calls. `held_out`: how many held-out shapes the go-ahead named, each checked on held_out_plan's profiles.
     """
     extra = sum(1 for profile in problem.inputs if profile != "spec")
@@ -55,9 +56,11 @@ def classify(problem: Problem, outcome: ChildOutcome, verdict: Verdict, expect: 
         verdict.fingerprint["held_out_skipped"] = [{k: v for k, v in m.items() if k != "event"} for m in skipped]
     verdict.harness_log = outcome.output
     result = outcome.last("result")
-    if outcome.over_limit:  # what it printed or reported went past ksci.evaluate.bounds: nothing of it is trusted
+    if (
+        outcome.over_limit
+    ):  # what it printed or reported went past ksci.evaluate.sandbox.bounds: nothing of it is trusted
         return _fail(verdict, Status.RUNTIME_ERROR, outcome.over_limit)
-    if (denied := outcome.last("denied")) is not None:  # the child ended at the call (ksci.evaluate.confine)
+    if (denied := outcome.last("denied")) is not None:  # the child ended at the call (ksci.evaluate.sandbox.confine)
         return _fail(verdict, Status.RUNTIME_ERROR, f"crashed: denied system call {denied['syscall']}")
     if outcome.timed_out:
         return _fail(verdict, Status.TIMEOUT, f"killed after {outcome.wall_s:.0f} s (hard timeout)")
@@ -118,42 +121,9 @@ def _missing(outcome: ChildOutcome, expect: dict) -> list[str]:
 
 
 def _report_doubts(outcome: ChildOutcome, verdict: Verdict) -> list[str]:
-    """A result reported ok must come with what an ok run reports, and with timings the clocks agree with."""
-    doubts = []
-    if any(not c.ok for c in verdict.checks):
-        doubts.append("a failed check was reported, yet the result says ok")
-    timings = outcome.events("timing")
-    parent = _parent_clock_us(outcome)
-    for message in timings:
-        for doubt in timing_doubts(message, parent.get(id(message))):
-            doubts.append(f"{message.get('key') or message['shape']}: {doubt}")
-    total_host_s = sum(m["integrity"]["shape_host_us"] for m in timings) / 1e6
-    if outcome.wall_s and total_host_s > outcome.wall_s * CLOCK_TOLERANCE:
-        doubts.append(
-            f"the child's shapes add up to {total_host_s:.2f} s, longer than the child ran ({outcome.wall_s:.2f} s)"
-        )
-    missing = [m.get("key") for m in timings if id(m) not in parent]
-    if outcome.arrivals and missing:
-        doubts.append(f"no `shape` message came before the timing of {', '.join(map(str, missing))}")
-    return doubts
-
-
-def _parent_clock_us(outcome: ChildOutcome) -> dict[int, ParentClock]:
-    """For each timing message (by id), the parent's clock from its shape's `shape` message to it, in us: the least
-    and the most it can have been, from each message's sending interval [sent_after, arrival]
-    (ksci/evaluate/report_pipe.py; an outcome without sent_after times counts each arrival as its sending)."""
-    if len(outcome.arrivals) != len(outcome.messages):
-        return {}
-    sent_after = outcome.sent_after if len(outcome.sent_after) == len(outcome.messages) else outcome.arrivals
-    started: dict[str, tuple[float, float]] = {}
-    elapsed = {}
-    for message, early, late in zip(outcome.messages, sent_after, outcome.arrivals, strict=True):
-        if message["event"] == "shape":
-            started[message["key"]] = (early, late)
-        elif message["event"] == "timing" and message.get("key") in started:
-            shape_early, shape_late = started.pop(message["key"])
-            elapsed[id(message)] = ParentClock(max(0.0, early - shape_late) * 1e6, (late - shape_early) * 1e6)
-    return elapsed
+    """A result reported ok must come with no failed check, and with timings the timing rules trust."""
+    failed = ["a failed check was reported, yet the result says ok"] if any(not c.ok for c in verdict.checks) else []
+    return failed + outcome_timing_doubts(outcome)
 
 
 def _fail(verdict: Verdict, status: Status, message: str) -> Verdict:
@@ -162,7 +132,7 @@ def _fail(verdict: Verdict, status: Status, message: str) -> Verdict:
 
 
 def _death(returncode: int | None) -> str:
-    if returncode == -SIGSYS:  # a denied call whose SIGSYS handler was taken away (ksci.evaluate.confine)
+    if returncode == -SIGSYS:  # a denied call whose SIGSYS handler was taken away (ksci.evaluate.sandbox.confine)
         return "crashed: denied system call (killed by SIGSYS; the call was not made)"
     if returncode is not None and returncode < 0:
         return f"the harness process was killed by signal {-returncode}"
@@ -204,10 +174,5 @@ def summarise_timings(verdict: Verdict) -> None:
     verdict.geomean_us = geomean([s.kernel.median_us if s.kernel else None for s in timings])
     verdict.reference_geomean_us, verdict.vendor_geomean_us = baseline_geomeans(timings)
     verdict.speed_of_light_geomean_us = geomean([s.speed_of_light_us for s in timings])
-    too_fast = [s for s in timings if s.kernel and s.speed_of_light_us and s.kernel.median_us < s.speed_of_light_us]
-    if too_fast:
-        names = ", ".join(
-            f"{shape_key(s.shape)} ({s.kernel.median_us:.2f} < {s.speed_of_light_us:.2f} us)" for s in too_fast
-        )
-        verdict.status = Status.SUSPICIOUS
-        verdict.message = f"faster than the speed of light on {names}: the measurement cannot be trusted"
+    if (why := faster_than_light(timings)) is not None:
+        verdict.status, verdict.message = Status.SUSPICIOUS, why

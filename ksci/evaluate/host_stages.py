@@ -2,7 +2,7 @@
 prepare (size limit, entry point, hipify), compile (screen, sandboxed compiler, library check), run the phases in
 the harness child (verify and/or time, then classify), and the baselines alone.
 
-ksci/evaluate/pipeline.py orders them (through a Backend, ksci/backends/); ksci/backends/real.py is the backend
+ksci/evaluate/stage_order.py orders them (through a Backend, ksci/backends/); ksci/backends/real.py is the backend
 built from them. Candidate failures come back as values (a CompileResult not ok, a Verdict); problems of the
 environment (no compiler, no GPU) raise.
 """
@@ -18,16 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ksci import __version__
-from ksci.evaluate.classify import classify, expected_reports, shape_timing, summarise_timings
-from ksci.evaluate.compile import compile_source
-from ksci.evaluate.harness_process import Harness, run_harness
-from ksci.evaluate.hipify import hipify_source, looks_like_cuda
-from ksci.evaluate.libcheck import check_library
+from ksci.evaluate.judge.classify import classify, expected_reports, shape_timing, summarise_timings
 from ksci.evaluate.options import EnvironmentProblem, EvaluationOptions
 from ksci.evaluate.results import CompileResult, Status, Verdict
-from ksci.evaluate.sandbox import require_sandbox
-from ksci.evaluate.screen import screen_source, source_too_large
-from ksci.evaluate.toolchain import default_arch, find_toolchain
+from ksci.evaluate.run.harness_process import Harness, run_harness
+from ksci.evaluate.sandbox.compiler import require_sandbox
+from ksci.evaluate.screen.library import check_library
+from ksci.evaluate.screen.source import screen_source, source_too_large
+from ksci.evaluate.toolchain.compile import compile_source
+from ksci.evaluate.toolchain.hipify import hipify_source, looks_like_cuda
+from ksci.evaluate.toolchain.toolchains import default_arch, find_toolchain
 from ksci.problem.contract import draw_held_out
 from ksci.problem.spec import Problem, has_entry_point
 
@@ -85,8 +85,8 @@ def screen_refusal(source: str, options: EvaluationOptions) -> CompileResult | N
 
 
 def compile_candidate(source: str, options: EvaluationOptions) -> CompileResult:
-    """Screen the source (ksci.evaluate.screen), compile it in the sandbox (ksci.evaluate.sandbox), then inspect
-    the library (ksci.evaluate.libcheck).
+    """Screen the source (ksci.evaluate.screen.source), compile it in the sandbox (ksci.evaluate.sandbox.compiler), then inspect
+    the library (ksci.evaluate.screen.library).
 
     A source the screen rejects is never handed to the compiler; where no sandbox can be made (and the user did not
     opt out) no source is, and EnvironmentProblem says why in one line; a library that imports or runs at load time

@@ -44,7 +44,7 @@ class Toolchain:
             gencode = f"-gencode=arch=compute_{base},code=sm_{base}"
             # -cudart shared: the library imports the runtime's functions by name from libcudart.so (the one torch
             # has loaded) instead of linking a static copy that imports half of libc; what it imports can then be
-            # checked against an allowlist (ksci/evaluate/libcheck.py).
+            # checked against an allowlist (ksci/evaluate/screen/library.py).
             return [
                 self.compiler,
                 gencode,

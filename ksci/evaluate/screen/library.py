@@ -1,6 +1,6 @@
 """Inspect a compiled candidate library: what it imports and what runs when it is loaded, against an allowlist.
 
-The static screen (ksci/evaluate/screen.py) reads source text, so a name spelt in a way it does not know (an assembler label
+The static screen (ksci/evaluate/screen/source.py) reads source text, so a name spelt in a way it does not know (an assembler label
 split over two string literals, a declaration of Python's C API under a macro) gets past it. What the linker wrote
 into the library does not depend on spelling: every function the host code can call in another library is an
 undefined dynamic symbol, and every function that runs at load time is an entry of `.init_array` (or `.ctors`,
@@ -16,7 +16,7 @@ library is ever loaded, with the names that broke the rule:
 - streams, events, graphs, host callbacks, host-mapped and pinned host memory, peer access and IPC, device-wide
   synchronisation (none of which a kernel needs to compute its output on the stream it is given).
 
-CUDA libraries are built with `-cudart shared` (ksci/evaluate/toolchain.py), so they import the runtime by name instead
+CUDA libraries are built with `-cudart shared` (ksci/evaluate/toolchain/toolchains.py), so they import the runtime by name instead
 of linking a static copy (which imports dlopen, pthreads and files itself). `cudaGetDriverEntryPoint` is allowed
 because TMA descriptors (`cuTensorMapEncodeTiled`) are reached through it, as CUTLASS and DeepGEMM do; a
 driver function obtained that way is out of this check's sight, and the harness's dynamic checks (fresh inputs,
@@ -118,7 +118,7 @@ def check_library(path: str | Path, target: str) -> LibraryCheck:
     if refused:
         reasons.append(
             f"the library imports {_names(refused)}, outside what a kernel's host code may call "
-            "(docs/threat-model.md, ksci/evaluate/libcheck.py; a function declared but defined nowhere shows here too)"
+            "(docs/threat-model.md, ksci/evaluate/screen/library.py; a function declared but defined nowhere shows here too)"
         )
     if strange:
         reasons.append(f"the library runs code of its own when it is loaded or unloaded: {_names(strange)}")

@@ -1,6 +1,6 @@
 """Read the harness child's report pipe and bound, on the parent's clock, when each message was written.
 
-The parent holds the child's clock against its own (ksci.evaluate.protocol.timing_doubts), so it must know when a
+The parent holds the child's clock against its own (ksci.evaluate.judge.timing_rules.timing_doubts), so it must know when a
 message was sent. The moment a Python thread reads a line is only an upper bound: a parent that pauses (its
 interpreter lock held by another thread for a long C call, a full garbage collection, a fork, the process waiting
 for a core on a loaded host) reads every message written during the pause at once, after it. Taken as the sending
@@ -24,7 +24,7 @@ import select
 import time
 from collections.abc import Callable
 
-from ksci.evaluate.bounds import harness_overflow
+from ksci.evaluate.sandbox.bounds import harness_overflow
 
 POLL_S = 0.005  # longest wait for the pipe without looking at the clock
 READ_BYTES = 1 << 20  # more than a pipe holds (64 KiB by default, 1 MiB at most without privileges)

@@ -1,0 +1,1 @@
+"""Judging what the harness child reported: the message schema, the timing rules, the verdict."""
