@@ -30,7 +30,9 @@ def run_check(script: str, port: str) -> subprocess.CompletedProcess:
 
 def assert_spread_and_shared(out: subprocess.CompletedProcess) -> None:
     report = "\n".join(
-        line for line in out.stdout.splitlines() if re.match(r"(flow run|lineage|triggered|\d+ workers|--- multi-|    )", line)
+        line
+        for line in out.stdout.splitlines()
+        if re.match(r"(flow run|lineage|triggered|\d+ workers|--- multi-|    )", line)
     )
     assert out.returncode == 0, report + "\n---\n" + out.stdout[-3000:] + out.stderr[-3000:]
     assert f"{WORKERS} workers polling the pool" in out.stdout
