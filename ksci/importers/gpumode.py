@@ -30,10 +30,12 @@ from ksci.importers.common import ImportedProblem, ImportFailure, TensorSpec, Un
 from ksci.importers.gpumode_probe import Budget, Semantics, probe, smallest
 from ksci.importers.gpumode_runtime import UTILS_NAMES, load_task
 from ksci.importers.gpumode_shapes import Shapes, read_shapes
+from ksci.importers.limits import time_limit
 from ksci.importers.runtime import DEVICE_NOTE
 from ksci.problem.spec import kernels_dir
 
 TEMPLATE_FILES = ("submission.py", "template.py")
+SHAPE_LIMIT_S = 15.0  # one shape's probe, past the smallest test shape's (which always runs)
 
 
 def import_gpumode(
@@ -55,32 +57,26 @@ def _import(task_dir: Path, requested: str | None, dest: Path, replace: bool) ->
     shapes = read_shapes(task, _defaults(ns["generate_input"]))
     names = _data_names(text)
     budget = Budget()
-    try:
-        probes = [probe(ns, shape, shapes.cases, names, budget) for shape in [*shapes.benchmarks, *shapes.tests]]
-    except Unmappable as exc:
-        if exc.failure.construct == "the reference does not run" and "_scaled_mm" in text and "float4" in text:
-            raise Unmappable(
-                "Blackwell-only operation",
-                "the reference calls torch._scaled_mm on block-scaled FP4 (NVFP4), which runs on NVIDIA Blackwell "
-                "(sm_100) GPUs only: import it on one",
-            ) from None
-        raise
+    probes = _probe_all(ns, shapes, names, budget, text)
+    probed = [p for p in probes if p is not None]
     with budget.real(f"the checks at {smallest(shapes.tests)}"):
-        kinds = Semantics(ns, smallest(shapes.tests), shapes.cases, names).kinds(_output_names(text, probes[0]))
-    outputs = _named_outputs(kinds, [n for n, _ in probes[0]["leaves"]])
-    specs = _agreed_specs([_specs(p, outputs) for p in probes], probes)
-    rows = [_row(p, outputs) for p in probes]
+        kinds = Semantics(ns, smallest(shapes.tests), shapes.cases, names).kinds(_output_names(text, probed[0]))
+    outputs = _named_outputs(kinds, [n for n, _ in probed[0]["leaves"]])
+    specs = _agreed_specs([_specs(p, outputs) for p in probed], probed)
+    shape_list = [*shapes.benchmarks, *shapes.tests]
+    rows = [_row(p, outputs) if p else _deferred_row(s) for p, s in zip(probes, shape_list, strict=True)]
     _unambiguous(rows)
     ints = [k for k in shapes.benchmarks[0] if k != "seed"]
     clash = {t.name for t in specs} & set(ints)
     if clash:
         raise Unmappable("name clash", f"{', '.join(sorted(clash))} is both a tensor and a shape key")
-    layouts = {t.name: f"{' x '.join(map(str, t.shape))} at the first benchmark, {t.layout}" for t in specs}
-    for output, tensor in zip(outputs, probes[0]["outputs"], strict=True):
+    at = {k: v for k, v in probed[0]["shape"].items() if k != "seed"}
+    layouts = {t.name: f"{' x '.join(map(str, t.shape))} at {at}, {t.layout}" for t in specs}
+    for output, tensor in zip(outputs, probed[0]["outputs"], strict=True):
         if output in layouts and not tensor.is_contiguous():
             layouts[output] += f" (the reference returns it with strides {tuple(tensor.stride())}; values compared)"
-    rtol = max(p["tolerance"][0] for p in probes)
-    atol = max(p["tolerance"][1] for p in probes)
+    rtol = max(p["tolerance"][0] for p in probed)
+    atol = max(p["tolerance"][1] for p in probed)
     parts = common.SpecParts(
         name=name,
         description=_description(task_dir, task, specs, layouts, list(outputs), ints, shapes),
@@ -92,13 +88,62 @@ def _import(task_dir: Path, requested: str | None, dest: Path, replace: bool) ->
         tests=shapes.tests,
         benchmarks=shapes.benchmarks,
         ranking={"geom": "geomean"}.get(str(task.get("ranking_by", "geom")), str(task.get("ranking_by"))),
-        imported=_provenance(task_dir, task, text, probes, rows, outputs, shapes, names),
+        imported=_provenance(task_dir, task, text, probed, rows, outputs, shapes, names),
     )
     spec = common.problem_spec(parts)
     files = _files(task_dir, spec, text, rows, len(shapes.benchmarks))
     root = common.write_problem(dest, name, files, replace)
     notes = (f"outputs: {', '.join(outputs)}", *(f"case {k}: {v}" for k, v in shapes.cases.items()))
     return ImportedProblem(name, root, len(shapes.tests), len(shapes.benchmarks), notes)
+
+
+def _probe_all(ns: dict, shapes: Shapes, names: list[str] | None, budget: Budget, text: str) -> list[dict | None]:
+    """Each benchmark and test shape probed (gpumode_probe.probe), the smallest test shape first and always; another
+    shape whose probe takes over SHAPE_LIMIT_S on this machine is deferred (None): its dims, flops and bytes are
+    measured where the problem runs (GpuModeReference completes its row before the first draw)."""
+    ordered = [*shapes.benchmarks, *shapes.tests]
+    first = ordered.index(smallest(shapes.tests))
+    probes: list[dict | None] = [None] * len(ordered)
+    try:
+        probes[first] = probe(ns, ordered[first], shapes.cases, names, budget)
+        for i, shape in enumerate(ordered):
+            if i != first:
+                probes[i] = _probe_or_defer(ns, shape, shapes.cases, names, budget)
+    except Unmappable as exc:
+        if exc.failure.construct == "the reference does not run" and "_scaled_mm" in text and "float4" in text:
+            raise Unmappable(
+                "Blackwell-only operation",
+                "the reference calls torch._scaled_mm on block-scaled FP4 (NVFP4), which runs on NVIDIA Blackwell "
+                "(sm_100) GPUs only: import it on one",
+            ) from None
+        raise
+    return probes
+
+
+class _Deferred(BaseException):  # noqa: N818 - not an Exception: the reference's own `except Exception` lets it pass
+    """One shape's probe ran past its share of time."""
+
+
+def _probe_or_defer(ns: dict, shape: dict, cases: dict, names: list[str] | None, budget: Budget) -> dict | None:
+    try:
+        with time_limit(SHAPE_LIMIT_S, _Deferred):
+            return probe(ns, shape, cases, names, budget)
+    except _Deferred:
+        return None
+    except Unmappable as exc:
+        if exc.failure.construct == "reference too slow to probe":
+            return None
+        raise
+
+
+def _deferred_row(shape: dict) -> dict:
+    return {
+        "shape": {k: v for k, v in shape.items() if k != "seed"},
+        "seed": shape["seed"],
+        "deferred": f"not probed: over {SHAPE_LIMIT_S:.0f} s on the importing machine; measured where it runs",
+        "flops": None,
+        "bytes": None,
+    }
 
 
 def _defaults(function) -> dict:
@@ -112,7 +157,14 @@ def _defaults(function) -> dict:
 
 
 def _files(task_dir: Path, spec: dict, text: str, rows: list[dict], benchmarks: int) -> dict[str, str]:
-    table = [{"role": "benchmark" if i < benchmarks else "test", **row} for i, row in enumerate(rows)]
+    table = [
+        {
+            "role": "benchmark" if i < benchmarks else "test",
+            **row,
+            **({"flops": "-", "bytes": "-"} if row.get("deferred") else {}),
+        }
+        for i, row in enumerate(rows)
+    ]
     files = {
         "problem.yaml": common.dump_yaml(spec),
         "reference.py": common.render(
@@ -282,6 +334,7 @@ def _agreed_specs(per_probe: list[list[TensorSpec]], probes: list[dict]) -> list
 
 def _unambiguous(rows: list[dict]) -> None:
     """reference(inputs) finds its shape by the inputs' dims: equal dims must mean equal outputs."""
+    rows = [r for r in rows if "inputs" in r]  # a deferred shape's dims are known where it runs
     for i, row in enumerate(rows):
         for other in rows[:i]:
             if row["inputs"] == other["inputs"] and row["outputs"] != other["outputs"]:

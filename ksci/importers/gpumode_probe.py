@@ -10,8 +10,6 @@ past it the import is refused, saying where it would finish.
 from __future__ import annotations
 
 import math
-import signal
-import threading
 import time
 from contextlib import contextmanager
 
@@ -21,6 +19,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from ksci.importers.common import Unmappable
 from ksci.importers.gpumode_data import constants_of, flatten
 from ksci.importers.gpumode_runtime import MatchReference, draw
+from ksci.importers.limits import time_limit
 
 REAL_LIMIT_S = 120.0
 
@@ -42,24 +41,13 @@ class Budget:
     @contextmanager
     def real(self, where: str):
         left = self.deadline - time.monotonic()
-        if left <= 0 or threading.current_thread() is not threading.main_thread():
-            if left <= 0:
-                raise self._refusal(where)
-            yield
-            return
-
-        def alarm(signum, frame):
-            raise Expired
-
-        previous = signal.signal(signal.SIGALRM, alarm)
-        signal.setitimer(signal.ITIMER_REAL, left)
+        if left <= 0:
+            raise self._refusal(where)
         try:
-            yield
+            with time_limit(left, Expired):
+                yield
         except Expired:
             raise self._refusal(where) from None
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
 
     def _refusal(self, where: str) -> Unmappable:
         return Unmappable(

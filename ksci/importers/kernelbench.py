@@ -20,10 +20,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import inspect
-import signal
-import threading
-import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -32,6 +28,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from ksci.importers import common
 from ksci.importers.common import ImportedProblem, ImportFailure, TensorSpec, Unmappable, tensor_spec
 from ksci.importers.gpumode_probe import probe_device
+from ksci.importers.limits import time_limit
 from ksci.importers.runtime import DEVICE_NOTE, build_model, execute, seeded
 from ksci.problem.spec import kernels_dir
 
@@ -74,7 +71,7 @@ def _import(path: Path, requested: str | None, dest: Path, replace: bool) -> Imp
     tests = [bench] if small is None else [small, bench]
     cheap = _probe_shape(ns, bench, sizes, tests[0])
     try:
-        with _time_limit(None if cheap else PROBE_LIMIT_S):
+        with time_limit(None if cheap else PROBE_LIMIT_S, _Expired):
             checked = _check_semantics(ns, cheap or tests[0], names, params)
     except _Expired:
         checked = (
@@ -142,7 +139,8 @@ def _int_constants(text: str, ns: dict) -> dict[str, int]:
             node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
         )
         names += [t.id for t in targets if isinstance(t, ast.Name) and not t.id.startswith("_")]
-    ints = {n: ns[n] for n in dict.fromkeys(names) if type(ns.get(n)) is int}
+    # a negative constant (a clamp's bound, not a size) stays the file's value: shape keys are sizes
+    ints = {n: ns[n] for n in dict.fromkeys(names) if type(ns.get(n)) is int and ns[n] >= 0}
     if not ints:
         raise Unmappable("no size constants", "the file has no module-level int constants to make the shape of")
     too_big = [f"{n} = {v}" for n, v in ints.items() if not -(2**31) <= v < 2**31]
@@ -270,30 +268,6 @@ def _smaller(ns: dict, bench: dict, sizes: set[int]) -> dict | None:
 
 class _Expired(BaseException):  # noqa: N818 - not an Exception: the model's own `except Exception` lets it pass
     """The semantic check's time is spent."""
-
-
-@contextmanager
-def _time_limit(seconds: float | None):
-    """SIGALRM after `seconds` (None, or not the main thread: no limit); an outer timer (a corpus run's per-file
-    limit) keeps running and fires where it would have."""
-    if seconds is None or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    outer, _ = signal.getitimer(signal.ITIMER_REAL)
-    started = time.monotonic()
-
-    def alarm(signum, frame):
-        raise _Expired
-
-    previous = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, min(seconds, outer) if outer else seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-        if outer:
-            signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - started), 1e-3))
 
 
 def _check_semantics(ns: dict, shape: dict, names: list[str], params: dict) -> str:
