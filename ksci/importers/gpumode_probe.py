@@ -108,9 +108,10 @@ def probe(ns: dict, shape: dict, cases: dict, names: list[str] | None, budget: B
     }
 
 
-def tolerance(ns: dict, data, out) -> tuple[float, float]:
+def tolerance(ns: dict, data, out) -> tuple[float, float] | None:
     """(rtol, atol) that check_implementation compares with: make_match_reference's, or the loosest of the
-    verbose_allclose / verbose_allequal / match_reference calls it makes."""
+    verbose_allclose / verbose_allequal / match_reference calls it makes. None: it compares with none of them (it
+    checks properties of the output, as linalg's tasks do), so the task's own check is the verdict (own_check)."""
     check = ns.get("check_implementation")
     if isinstance(check, MatchReference):
         return float(check.rtol), float(check.atol)
@@ -123,12 +124,24 @@ def tolerance(ns: dict, data, out) -> tuple[float, float]:
         except Exception:
             calls.clear()
     if not calls:
-        raise Unmappable(
-            "custom check_implementation",
-            "it compares with none of make_match_reference, match_reference, verbose_allclose, verbose_allequal "
-            "(it checks properties of the output): ksci compares outputs with ref_kernel's within a tolerance",
-        )
+        if not callable(check):
+            raise Unmappable("no check_implementation", "reference.py defines no check_implementation to compare with")
+        return None
     return max(c[0] for c in calls), max(c[1] for c in calls)
+
+
+def own_check(ns: dict, shape: dict, cases: dict, names: list[str] | None, budget: Budget) -> str:
+    """The task's check_implementation as the verdict: it must accept ref_kernel's own output at `shape` (a real
+    run); returns its message."""
+    with budget.real(f"the task's own check at {shape}"):
+        data = draw(ns, shape, cases, probe_device())
+        with torch.no_grad():
+            out = ns["ref_kernel"](data)
+            verdict = ns["check_implementation"](draw(ns, shape, cases, probe_device()), out)
+    ok, message = verdict if isinstance(verdict, tuple) else (bool(verdict), "")
+    if not ok:
+        raise Unmappable("the task's check rejects its reference", f"at {shape}: {str(message)[:200]}")
+    return str(message)
 
 
 def smallest(shapes: list[dict]) -> dict:

@@ -107,6 +107,17 @@ class GpuModeReference(ImportedReference):
         self.ns = load_task(self.path, task, utils if utils.is_file() else None)
         self.cases = self.meta.get("cases", {})
         self.kinds = self.meta["outputs"]  # name -> {"dtype", "from": "new" | "buffer" | "copy", "data": name}
+        if self.meta.get("check") == "task":  # the harness asks the task's check_implementation, not a tolerance
+            self.verdict = self._task_verdict
+
+    def _task_verdict(self, inputs: dict, outputs: dict) -> tuple[bool, str]:
+        """The task's check_implementation(data, output) on the kernel's outputs (one, or a tuple in order)."""
+        _key, data = self._data(inputs)
+        got = [outputs[name] for name in self.kinds]
+        with torch.no_grad():
+            verdict = self.ns["check_implementation"](data, got[0] if len(got) == 1 else tuple(got))
+        ok, message = verdict if isinstance(verdict, tuple) else (bool(verdict), "")
+        return bool(ok), str(message)
 
     def row(self, shape: dict) -> dict:
         """The shape's row; a shape the importer deferred (too slow to probe there) is measured here, once."""
