@@ -35,8 +35,15 @@ from ksci.importers.runtime import DEVICE_NOTE
 from ksci.problem.spec import kernels_dir
 
 TEMPLATE_FILES = ("submission.py", "template.py")
-SHAPE_LIMIT_S = 15.0  # one shape's probe, past the smallest test shape's (which always runs)
+SHAPE_LIMIT_S = 15.0  # one shape's probe, other than the smallest test shape's
 OTHER_SHAPES_S = 60.0  # all real runs of the other shapes together
+FIRST_LIMIT_S = 40.0  # the smallest test shape's probe; past it, a reduced shape stands in
+REDUCE = 8  # a reduced shape: each size of 16 or more divided by this
+
+
+def reduced(shape: dict, cases: dict) -> dict:
+    """`shape` with each size of 16 or more divided by REDUCE (case indices and the seed kept)."""
+    return {k: (v // REDUCE if k != "seed" and k not in cases and v >= 16 else v) for k, v in shape.items()}
 
 
 def import_gpumode(
@@ -58,10 +65,10 @@ def _import(task_dir: Path, requested: str | None, dest: Path, replace: bool) ->
     shapes = read_shapes(task, _defaults(ns["generate_input"]))
     names = _data_names(text)
     budget = Budget()
-    probes = _probe_all(ns, shapes, names, budget, text)
-    probed = [p for p in probes if p is not None]
-    with budget.real(f"the checks at {smallest(shapes.tests)}"):
-        kinds = Semantics(ns, smallest(shapes.tests), shapes.cases, names).kinds(_output_names(text, probed[0]))
+    probes, reference = _probe_all(ns, shapes, names, budget, text)
+    probed = [reference, *(p for p in probes if p is not None and p is not reference)]
+    with budget.real(f"the checks at {reference['shape']}"):
+        kinds = Semantics(ns, reference["shape"], shapes.cases, names).kinds(_output_names(text, probed[0]))
     outputs = _named_outputs(kinds, [n for n, _ in probed[0]["leaves"]])
     specs = _agreed_specs([_specs(p, outputs) for p in probed], probed)
     shape_list = [*shapes.benchmarks, *shapes.tests]
@@ -78,7 +85,7 @@ def _import(task_dir: Path, requested: str | None, dest: Path, replace: bool) ->
             layouts[output] += f" (the reference returns it with strides {tuple(tensor.stride())}; values compared)"
     own = any(p["tolerance"] is None for p in probed)
     if own:  # the task's check_implementation is the verdict; no elementwise tolerance is compared
-        own_check(ns, smallest(shapes.tests), shapes.cases, names, budget)
+        own_check(ns, reference["shape"], shapes.cases, names, budget)
     rtol = max((p["tolerance"] or (0.0, 0.0))[0] for p in probed)
     atol = max((p["tolerance"] or (0.0, 0.0))[1] for p in probed)
     parts = common.SpecParts(
@@ -95,6 +102,7 @@ def _import(task_dir: Path, requested: str | None, dest: Path, replace: bool) ->
         imported={
             **_provenance(task_dir, task, text, probed, rows, outputs, shapes, names),
             "check": "task" if own else "tolerance",
+            "checks_at": {k: v for k, v in reference["shape"].items() if k != "seed"},
         },
     )
     spec = common.problem_spec(parts)
@@ -104,20 +112,28 @@ def _import(task_dir: Path, requested: str | None, dest: Path, replace: bool) ->
     return ImportedProblem(name, root, len(shapes.tests), len(shapes.benchmarks), notes)
 
 
-def _probe_all(ns: dict, shapes: Shapes, names: list[str] | None, budget: Budget, text: str) -> list[dict | None]:
+def _probe_all(
+    ns: dict, shapes: Shapes, names: list[str] | None, budget: Budget, text: str
+) -> tuple[list[dict | None], dict]:
     """Each benchmark and test shape probed (gpumode_probe.probe), the smallest test shape first and always; another
     shape whose probe takes over SHAPE_LIMIT_S on this machine, or whose real run finds OTHER_SHAPES_S spent, is
     deferred (None): its dims, flops and bytes are
-    measured where the problem runs (GpuModeReference completes its row before the first draw)."""
+    measured where the problem runs (GpuModeReference completes its row before the first draw). Where the smallest
+    test shape itself takes over FIRST_LIMIT_S, a reduced copy of it (sizes divided by REDUCE) is probed instead
+    and the semantic checks run there. Returns the probes and the one the checks use."""
     ordered = [*shapes.benchmarks, *shapes.tests]
     first = ordered.index(smallest(shapes.tests))
     probes: list[dict | None] = [None] * len(ordered)
     rest = Budget(OTHER_SHAPES_S)  # the other shapes' real runs: past it, each is deferred at once
     try:
-        probes[first] = probe(ns, ordered[first], shapes.cases, names, budget)
+        reference = _probe_or_defer(ns, ordered[first], shapes.cases, names, budget, FIRST_LIMIT_S)
+        if reference is None:  # the smallest test is slow here: a reduced one stands in for the checks
+            reference = probe(ns, reduced(ordered[first], shapes.cases), shapes.cases, names, budget)
+        else:
+            probes[first] = reference
         for i, shape in enumerate(ordered):
-            if i != first:
-                probes[i] = _probe_or_defer(ns, shape, shapes.cases, names, rest)
+            if i != first or probes[first] is None:
+                probes[i] = probes[i] or _probe_or_defer(ns, shape, shapes.cases, names, rest)
     except Unmappable as exc:
         if exc.failure.construct == "the reference does not run" and "_scaled_mm" in text and "float4" in text:
             raise Unmappable(
@@ -126,16 +142,18 @@ def _probe_all(ns: dict, shapes: Shapes, names: list[str] | None, budget: Budget
                 "(sm_100) GPUs only: import it on one",
             ) from None
         raise
-    return probes
+    return probes, reference
 
 
 class _Deferred(BaseException):  # noqa: N818 - not an Exception: the reference's own `except Exception` lets it pass
     """One shape's probe ran past its share of time."""
 
 
-def _probe_or_defer(ns: dict, shape: dict, cases: dict, names: list[str] | None, budget: Budget) -> dict | None:
+def _probe_or_defer(
+    ns: dict, shape: dict, cases: dict, names: list[str] | None, budget: Budget, seconds: float = 0.0
+) -> dict | None:
     try:
-        with time_limit(SHAPE_LIMIT_S, _Deferred):
+        with time_limit(seconds or SHAPE_LIMIT_S, _Deferred):
             return probe(ns, shape, cases, names, budget)
     except _Deferred:
         return None
