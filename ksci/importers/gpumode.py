@@ -23,6 +23,7 @@ import hashlib
 from dataclasses import replace
 from pathlib import Path
 
+import torch._dynamo  # noqa: F401 - imported before any time limit: an alarm inside a lazy import leaves it half-made
 import yaml
 
 from ksci.importers import common
@@ -66,7 +67,8 @@ def _import(task_dir: Path, requested: str | None, dest: Path, replace: bool) ->
     names = _data_names(text)
     budget = Budget()
     probes, reference = _probe_all(ns, shapes, names, budget, text)
-    probed = [reference, *(p for p in probes if p is not None and p is not reference)]
+    probed = [p for p in probes if p is not None]
+    probed = probed if any(p is reference for p in probed) else [reference, *probed]
     with budget.real(f"the checks at {reference['shape']}"):
         kinds = Semantics(ns, reference["shape"], shapes.cases, names).kinds(_output_names(text, probed[0]))
     outputs = _named_outputs(kinds, [n for n, _ in probed[0]["leaves"]])
@@ -78,7 +80,7 @@ def _import(task_dir: Path, requested: str | None, dest: Path, replace: bool) ->
     clash = {t.name for t in specs} & set(ints)
     if clash:
         raise Unmappable("name clash", f"{', '.join(sorted(clash))} is both a tensor and a shape key")
-    at = {k: v for k, v in probed[0]["shape"].items() if k != "seed"}
+    at = "the first benchmark" if probes[0] else str({k: v for k, v in probed[0]["shape"].items() if k != "seed"})
     layouts = {t.name: f"{' x '.join(map(str, t.shape))} at {at}, {t.layout}" for t in specs}
     for output, tensor in zip(outputs, probed[0]["outputs"], strict=True):
         if output in layouts and not tensor.is_contiguous():
@@ -128,7 +130,10 @@ def _probe_all(
     try:
         reference = _probe_or_defer(ns, ordered[first], shapes.cases, names, budget, FIRST_LIMIT_S)
         if reference is None:  # the smallest test is slow here: a reduced one stands in for the checks
-            reference = probe(ns, reduced(ordered[first], shapes.cases), shapes.cases, names, budget)
+            smaller = reduced(ordered[first], shapes.cases)
+            if smaller == ordered[first]:
+                raise budget.refusal(f"the smallest test shape {smaller}, over {FIRST_LIMIT_S:.0f} s")
+            reference = probe(ns, smaller, shapes.cases, names, budget)
         else:
             probes[first] = reference
         for i, shape in enumerate(ordered):

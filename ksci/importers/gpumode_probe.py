@@ -42,14 +42,14 @@ class Budget:
     def real(self, where: str):
         left = self.deadline - time.monotonic()
         if left <= 0:
-            raise self._refusal(where)
+            raise self.refusal(where)
         try:
             with time_limit(left, Expired):
                 yield
         except Expired:
-            raise self._refusal(where) from None
+            raise self.refusal(where) from None
 
-    def _refusal(self, where: str) -> Unmappable:
+    def refusal(self, where: str) -> Unmappable:
         return Unmappable(
             "reference too slow to probe",
             f"real runs of the reference on {probe_device()} ({where}) took over {self.total:.0f} s in all: "

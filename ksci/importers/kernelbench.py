@@ -23,6 +23,7 @@ import inspect
 from pathlib import Path
 
 import torch
+import torch._dynamo  # noqa: F401 - imported before any time limit: an alarm inside a lazy import leaves it half-made
 from torch.utils.flop_counter import FlopCounterMode
 
 from ksci.importers import common
