@@ -70,8 +70,18 @@ def _import(task_dir: Path, requested: str | None, dest: Path, replace: bool) ->
     probed = [p for p in probes if p is not None]
     probed = probed if any(p is reference for p in probed) else [reference, *probed]
     budget = Budget()  # the checks' own: the other shapes' probes took time of the first one
-    with budget.real(f"the checks at {reference['shape']}"):
-        kinds = Semantics(ns, reference["shape"], shapes.cases, names).kinds(_output_names(text, probed[0]))
+    out_names = _output_names(text, probed[0])
+    try:
+        with budget.real(f"the checks at {reference['shape']}"), time_limit(FIRST_LIMIT_S, _Deferred):
+            kinds = Semantics(ns, reference["shape"], shapes.cases, names).kinds(out_names)
+    except _Deferred:  # slow at that size here: the checks at a reduced copy of it
+        smaller = reduced(reference["shape"], shapes.cases)
+        if smaller == reference["shape"]:
+            raise budget.refusal(f"the checks at {smaller}") from None
+        reference = probe(ns, smaller, shapes.cases, names, budget)
+        probed = [reference, *probed]
+        with budget.real(f"the checks at {smaller}"):
+            kinds = Semantics(ns, smaller, shapes.cases, names).kinds(out_names)
     outputs = _named_outputs(kinds, [n for n, _ in probed[0]["leaves"]])
     specs = _agreed_specs([_specs(p, outputs) for p in probed], probed)
     shape_list = [*shapes.benchmarks, *shapes.tests]
