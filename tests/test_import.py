@@ -32,7 +32,7 @@ KERNELBENCH_ERRORS = {
     "complex_fft.py": "unsupported dtype complex64",
 }
 GPUMODE_ERRORS = {
-    "property_check": "custom check_implementation",
+    "check_rejects": "the task's check rejects its reference",
     "list_shape": "list-valued shape parameter",
     "inplace_input": "in-place semantics",
     "complex_output": "unsupported dtype complex64",

@@ -23,17 +23,28 @@ import hashlib
 from dataclasses import replace
 from pathlib import Path
 
+import torch._dynamo  # noqa: F401 - imported before any time limit: an alarm inside a lazy import leaves it half-made
 import yaml
 
 from ksci.importers import common
 from ksci.importers.common import ImportedProblem, ImportFailure, TensorSpec, Unmappable, tensor_spec
-from ksci.importers.gpumode_probe import Budget, Semantics, probe, smallest
+from ksci.importers.gpumode_probe import Budget, Semantics, own_check, probe, smallest
 from ksci.importers.gpumode_runtime import UTILS_NAMES, load_task
 from ksci.importers.gpumode_shapes import Shapes, read_shapes
+from ksci.importers.limits import time_limit
 from ksci.importers.runtime import DEVICE_NOTE
 from ksci.problem.spec import kernels_dir
 
 TEMPLATE_FILES = ("submission.py", "template.py")
+SHAPE_LIMIT_S = 15.0  # one shape's probe, other than the smallest test shape's
+OTHER_SHAPES_S = 60.0  # all real runs of the other shapes together
+FIRST_LIMIT_S = 40.0  # the smallest test shape's probe; past it, a reduced shape stands in
+REDUCE = 8  # a reduced shape: each size of 16 or more divided by this
+
+
+def reduced(shape: dict, cases: dict) -> dict:
+    """`shape` with each size of 16 or more divided by REDUCE (case indices and the seed kept)."""
+    return {k: (v // REDUCE if k != "seed" and k not in cases and v >= 16 else v) for k, v in shape.items()}
 
 
 def import_gpumode(
@@ -55,32 +66,41 @@ def _import(task_dir: Path, requested: str | None, dest: Path, replace: bool) ->
     shapes = read_shapes(task, _defaults(ns["generate_input"]))
     names = _data_names(text)
     budget = Budget()
+    probes, reference = _probe_all(ns, shapes, names, budget, text)
+    probed = [p for p in probes if p is not None]
+    probed = probed if any(p is reference for p in probed) else [reference, *probed]
+    budget = Budget()  # the checks' own: the other shapes' probes took time of the first one
+    out_names = _output_names(text, probed[0])
     try:
-        probes = [probe(ns, shape, shapes.cases, names, budget) for shape in [*shapes.benchmarks, *shapes.tests]]
-    except Unmappable as exc:
-        if exc.failure.construct == "the reference does not run" and "_scaled_mm" in text and "float4" in text:
-            raise Unmappable(
-                "Blackwell-only operation",
-                "the reference calls torch._scaled_mm on block-scaled FP4 (NVFP4), which runs on NVIDIA Blackwell "
-                "(sm_100) GPUs only: import it on one",
-            ) from None
-        raise
-    with budget.real(f"the checks at {smallest(shapes.tests)}"):
-        kinds = Semantics(ns, smallest(shapes.tests), shapes.cases, names).kinds(_output_names(text, probes[0]))
-    outputs = _named_outputs(kinds, [n for n, _ in probes[0]["leaves"]])
-    specs = _agreed_specs([_specs(p, outputs) for p in probes], probes)
-    rows = [_row(p, outputs) for p in probes]
+        with budget.real(f"the checks at {reference['shape']}"), time_limit(FIRST_LIMIT_S, _Deferred):
+            kinds = Semantics(ns, reference["shape"], shapes.cases, names).kinds(out_names)
+    except _Deferred:  # slow at that size here: the checks at a reduced copy of it
+        smaller = reduced(reference["shape"], shapes.cases)
+        if smaller == reference["shape"]:
+            raise budget.refusal(f"the checks at {smaller}") from None
+        reference = probe(ns, smaller, shapes.cases, names, budget)
+        probed = [reference, *probed]
+        with budget.real(f"the checks at {smaller}"):
+            kinds = Semantics(ns, smaller, shapes.cases, names).kinds(out_names)
+    outputs = _named_outputs(kinds, [n for n, _ in probed[0]["leaves"]])
+    specs = _agreed_specs([_specs(p, outputs) for p in probed], probed)
+    shape_list = [*shapes.benchmarks, *shapes.tests]
+    rows = [_row(p, outputs) if p else _deferred_row(s) for p, s in zip(probes, shape_list, strict=True)]
     _unambiguous(rows)
     ints = [k for k in shapes.benchmarks[0] if k != "seed"]
     clash = {t.name for t in specs} & set(ints)
     if clash:
         raise Unmappable("name clash", f"{', '.join(sorted(clash))} is both a tensor and a shape key")
-    layouts = {t.name: f"{' x '.join(map(str, t.shape))} at the first benchmark, {t.layout}" for t in specs}
-    for output, tensor in zip(outputs, probes[0]["outputs"], strict=True):
+    at = "the first benchmark" if probes[0] else str({k: v for k, v in probed[0]["shape"].items() if k != "seed"})
+    layouts = {t.name: f"{' x '.join(map(str, t.shape))} at {at}, {t.layout}" for t in specs}
+    for output, tensor in zip(outputs, probed[0]["outputs"], strict=True):
         if output in layouts and not tensor.is_contiguous():
             layouts[output] += f" (the reference returns it with strides {tuple(tensor.stride())}; values compared)"
-    rtol = max(p["tolerance"][0] for p in probes)
-    atol = max(p["tolerance"][1] for p in probes)
+    own = any(p["tolerance"] is None for p in probed)
+    if own:  # the task's check_implementation is the verdict; no elementwise tolerance is compared
+        own_check(ns, reference["shape"], shapes.cases, names, budget)
+    rtol = max((p["tolerance"] or (0.0, 0.0))[0] for p in probed)
+    atol = max((p["tolerance"] or (0.0, 0.0))[1] for p in probed)
     parts = common.SpecParts(
         name=name,
         description=_description(task_dir, task, specs, layouts, list(outputs), ints, shapes),
@@ -92,13 +112,84 @@ def _import(task_dir: Path, requested: str | None, dest: Path, replace: bool) ->
         tests=shapes.tests,
         benchmarks=shapes.benchmarks,
         ranking={"geom": "geomean"}.get(str(task.get("ranking_by", "geom")), str(task.get("ranking_by"))),
-        imported=_provenance(task_dir, task, text, probes, rows, outputs, shapes, names),
+        imported={
+            **_provenance(task_dir, task, text, probed, rows, outputs, shapes, names),
+            "check": "task" if own else "tolerance",
+            "checks_at": {k: v for k, v in reference["shape"].items() if k != "seed"},
+        },
     )
     spec = common.problem_spec(parts)
     files = _files(task_dir, spec, text, rows, len(shapes.benchmarks))
     root = common.write_problem(dest, name, files, replace)
     notes = (f"outputs: {', '.join(outputs)}", *(f"case {k}: {v}" for k, v in shapes.cases.items()))
     return ImportedProblem(name, root, len(shapes.tests), len(shapes.benchmarks), notes)
+
+
+def _probe_all(
+    ns: dict, shapes: Shapes, names: list[str] | None, budget: Budget, text: str
+) -> tuple[list[dict | None], dict]:
+    """Each benchmark and test shape probed (gpumode_probe.probe), the smallest test shape first and always; another
+    shape whose probe takes over SHAPE_LIMIT_S on this machine, or whose real run finds OTHER_SHAPES_S spent, is
+    deferred (None): its dims, flops and bytes are
+    measured where the problem runs (GpuModeReference completes its row before the first draw). Where the smallest
+    test shape itself takes over FIRST_LIMIT_S, a reduced copy of it (sizes divided by REDUCE) is probed instead
+    and the semantic checks run there. Returns the probes and the one the checks use."""
+    ordered = [*shapes.benchmarks, *shapes.tests]
+    first = ordered.index(smallest(shapes.tests))
+    probes: list[dict | None] = [None] * len(ordered)
+    rest = Budget(OTHER_SHAPES_S)  # the other shapes' real runs: past it, each is deferred at once
+    try:
+        reference = _probe_or_defer(ns, ordered[first], shapes.cases, names, budget, FIRST_LIMIT_S)
+        if reference is None:  # the smallest test is slow here: a reduced one stands in for the checks
+            smaller = reduced(ordered[first], shapes.cases)
+            try:
+                if smaller == ordered[first]:
+                    raise Unmappable("no reduced shape", f"{smaller} has no size of 16 or more")
+                reference = probe(ns, smaller, shapes.cases, names, budget)
+            except Unmappable:  # the task does not hold at a reduced size: its smallest test, within the budget
+                reference = probes[first] = probe(ns, ordered[first], shapes.cases, names, budget)
+        else:
+            probes[first] = reference
+        for i, shape in enumerate(ordered):
+            if i != first or probes[first] is None:
+                probes[i] = probes[i] or _probe_or_defer(ns, shape, shapes.cases, names, rest)
+    except Unmappable as exc:
+        if exc.failure.construct == "the reference does not run" and "_scaled_mm" in text and "float4" in text:
+            raise Unmappable(
+                "Blackwell-only operation",
+                "the reference calls torch._scaled_mm on block-scaled FP4 (NVFP4), which runs on NVIDIA Blackwell "
+                "(sm_100) GPUs only: import it on one",
+            ) from None
+        raise
+    return probes, reference
+
+
+class _Deferred(BaseException):  # noqa: N818 - not an Exception: the reference's own `except Exception` lets it pass
+    """One shape's probe ran past its share of time."""
+
+
+def _probe_or_defer(
+    ns: dict, shape: dict, cases: dict, names: list[str] | None, budget: Budget, seconds: float = 0.0
+) -> dict | None:
+    try:
+        with time_limit(seconds or SHAPE_LIMIT_S, _Deferred):
+            return probe(ns, shape, cases, names, budget)
+    except _Deferred:
+        return None
+    except Unmappable as exc:
+        if exc.failure.construct == "reference too slow to probe":
+            return None
+        raise
+
+
+def _deferred_row(shape: dict) -> dict:
+    return {
+        "shape": {k: v for k, v in shape.items() if k != "seed"},
+        "seed": shape["seed"],
+        "deferred": f"not probed: over {SHAPE_LIMIT_S:.0f} s (or {OTHER_SHAPES_S:.0f} s for all) here; measured where it runs",
+        "flops": None,
+        "bytes": None,
+    }
 
 
 def _defaults(function) -> dict:
@@ -112,7 +203,14 @@ def _defaults(function) -> dict:
 
 
 def _files(task_dir: Path, spec: dict, text: str, rows: list[dict], benchmarks: int) -> dict[str, str]:
-    table = [{"role": "benchmark" if i < benchmarks else "test", **row} for i, row in enumerate(rows)]
+    table = [
+        {
+            "role": "benchmark" if i < benchmarks else "test",
+            **row,
+            **({"flops": "-", "bytes": "-"} if row.get("deferred") else {}),
+        }
+        for i, row in enumerate(rows)
+    ]
     files = {
         "problem.yaml": common.dump_yaml(spec),
         "reference.py": common.render(
@@ -282,6 +380,7 @@ def _agreed_specs(per_probe: list[list[TensorSpec]], probes: list[dict]) -> list
 
 def _unambiguous(rows: list[dict]) -> None:
     """reference(inputs) finds its shape by the inputs' dims: equal dims must mean equal outputs."""
+    rows = [r for r in rows if "inputs" in r]  # a deferred shape's dims are known where it runs
     for i, row in enumerate(rows):
         for other in rows[:i]:
             if row["inputs"] == other["inputs"] and row["outputs"] != other["outputs"]:

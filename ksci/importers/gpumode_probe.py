@@ -10,8 +10,6 @@ past it the import is refused, saying where it would finish.
 from __future__ import annotations
 
 import math
-import signal
-import threading
 import time
 from contextlib import contextmanager
 
@@ -21,6 +19,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from ksci.importers.common import Unmappable
 from ksci.importers.gpumode_data import constants_of, flatten
 from ksci.importers.gpumode_runtime import MatchReference, draw
+from ksci.importers.limits import time_limit
 
 REAL_LIMIT_S = 120.0
 
@@ -42,26 +41,15 @@ class Budget:
     @contextmanager
     def real(self, where: str):
         left = self.deadline - time.monotonic()
-        if left <= 0 or threading.current_thread() is not threading.main_thread():
-            if left <= 0:
-                raise self._refusal(where)
-            yield
-            return
-
-        def alarm(signum, frame):
-            raise Expired
-
-        previous = signal.signal(signal.SIGALRM, alarm)
-        signal.setitimer(signal.ITIMER_REAL, left)
+        if left <= 0:
+            raise self.refusal(where)
         try:
-            yield
+            with time_limit(left, Expired):
+                yield
         except Expired:
-            raise self._refusal(where) from None
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
+            raise self.refusal(where) from None
 
-    def _refusal(self, where: str) -> Unmappable:
+    def refusal(self, where: str) -> Unmappable:
         return Unmappable(
             "reference too slow to probe",
             f"real runs of the reference on {probe_device()} ({where}) took over {self.total:.0f} s in all: "
@@ -120,9 +108,10 @@ def probe(ns: dict, shape: dict, cases: dict, names: list[str] | None, budget: B
     }
 
 
-def tolerance(ns: dict, data, out) -> tuple[float, float]:
+def tolerance(ns: dict, data, out) -> tuple[float, float] | None:
     """(rtol, atol) that check_implementation compares with: make_match_reference's, or the loosest of the
-    verbose_allclose / verbose_allequal / match_reference calls it makes."""
+    verbose_allclose / verbose_allequal / match_reference calls it makes. None: it compares with none of them (it
+    checks properties of the output, as linalg's tasks do), so the task's own check is the verdict (own_check)."""
     check = ns.get("check_implementation")
     if isinstance(check, MatchReference):
         return float(check.rtol), float(check.atol)
@@ -135,12 +124,24 @@ def tolerance(ns: dict, data, out) -> tuple[float, float]:
         except Exception:
             calls.clear()
     if not calls:
-        raise Unmappable(
-            "custom check_implementation",
-            "it compares with none of make_match_reference, match_reference, verbose_allclose, verbose_allequal "
-            "(it checks properties of the output): ksci compares outputs with ref_kernel's within a tolerance",
-        )
+        if not callable(check):
+            raise Unmappable("no check_implementation", "reference.py defines no check_implementation to compare with")
+        return None
     return max(c[0] for c in calls), max(c[1] for c in calls)
+
+
+def own_check(ns: dict, shape: dict, cases: dict, names: list[str] | None, budget: Budget) -> str:
+    """The task's check_implementation as the verdict: it must accept ref_kernel's own output at `shape` (a real
+    run); returns its message."""
+    with budget.real(f"the task's own check at {shape}"):
+        data = draw(ns, shape, cases, probe_device())
+        with torch.no_grad():
+            out = ns["ref_kernel"](data)
+            verdict = ns["check_implementation"](draw(ns, shape, cases, probe_device()), out)
+    ok, message = verdict if isinstance(verdict, tuple) else (bool(verdict), "")
+    if not ok:
+        raise Unmappable("the task's check rejects its reference", f"at {shape}: {str(message)[:200]}")
+    return str(message)
 
 
 def smallest(shapes: list[dict]) -> dict:

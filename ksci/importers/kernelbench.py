@@ -23,16 +23,21 @@ import inspect
 from pathlib import Path
 
 import torch
+import torch._dynamo  # noqa: F401 - imported before any time limit: an alarm inside a lazy import leaves it half-made
 from torch.utils.flop_counter import FlopCounterMode
 
 from ksci.importers import common
 from ksci.importers.common import ImportedProblem, ImportFailure, TensorSpec, Unmappable, tensor_spec
 from ksci.importers.gpumode_probe import probe_device
+from ksci.importers.limits import time_limit
 from ksci.importers.runtime import DEVICE_NOTE, build_model, execute, seeded
 from ksci.problem.spec import kernels_dir
 
 TOLERANCE = {"rtol": 1.0e-2, "atol": 1.0e-2}  # KernelBench: torch.allclose(output, ref, atol=1e-02, rtol=1e-02)
 SHRINK = (8, 4, 2)
+PROBE_SHRINK = (16, 64, 256, 1024)  # further shrink factors for the CPU's semantic check, tried in order
+PROBE_FLOPS, PROBE_ELEMENTS = 2e9, 6e7  # the most a real CPU run at the probe shape may cost (meta-counted)
+PROBE_LIMIT_S = 30.0  # where no shape is that cheap: the smallest test shape, run for real this long at most
 MIN_SIZE = 8  # constants below this (kernel sizes, strides, a reduced dim's index) are never shrunk
 TEST_SEEDS, BENCHMARK_SEED = (4242, 2121), 1001
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
@@ -50,6 +55,7 @@ def import_kernelbench(
 def _import(path: Path, requested: str | None, dest: Path, replace: bool) -> ImportedProblem:
     text = _read(path)
     name = common.problem_name(requested, path.stem)
+    _PROBED.clear()
     ns = _execute(text, path)
     ints = _int_constants(text, ns)
     bench = dict(ints)
@@ -64,7 +70,15 @@ def _import(path: Path, requested: str | None, dest: Path, replace: bool) -> Imp
     sizes = {d for t in specs[:-1] for d in t.shape}
     small = _smaller(ns, bench, sizes)
     tests = [bench] if small is None else [small, bench]
-    _check_semantics(ns, tests[0], names, params)
+    cheap = _probe_shape(ns, bench, sizes, tests[0])
+    try:
+        with time_limit(None if cheap else PROBE_LIMIT_S, _Expired):
+            checked = _check_semantics(ns, cheap or tests[0], names, params)
+    except _Expired:
+        checked = (
+            f"not run: no shape costs under {PROBE_FLOPS:.0e} flops and {PROBE_ELEMENTS:.0e} elements, and the "
+            f"smallest test shape ran over {PROBE_LIMIT_S:.0f} s on {probe_device()}; the harness's checks compare outputs"
+        )
     rows = [_row(ns, shape, names, params) for shape in [bench, *tests[:-1]]]  # each shape once, the benchmark first
     parts = common.SpecParts(
         name=name,
@@ -79,7 +93,7 @@ def _import(path: Path, requested: str | None, dest: Path, replace: bool) -> Imp
         tests=[{**s, "seed": TEST_SEEDS[i % len(TEST_SEEDS)]} for i, s in enumerate(tests)],
         benchmarks=[{**bench, "seed": BENCHMARK_SEED}],
         ranking="geomean",
-        imported=_provenance(path, text, names, params, rows),
+        imported={**_provenance(path, text, names, params, rows), "semantics_checked": checked},
     )
     spec = common.problem_spec(parts)
     roles = [{"role": "benchmark and test", **rows[0]}, *({"role": "test", **r} for r in rows[1:])]
@@ -126,7 +140,8 @@ def _int_constants(text: str, ns: dict) -> dict[str, int]:
             node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
         )
         names += [t.id for t in targets if isinstance(t, ast.Name) and not t.id.startswith("_")]
-    ints = {n: ns[n] for n in dict.fromkeys(names) if type(ns.get(n)) is int}
+    # a negative constant (a clamp's bound, not a size) stays the file's value: shape keys are sizes
+    ints = {n: ns[n] for n in dict.fromkeys(names) if type(ns.get(n)) is int and ns[n] >= 0}
     if not ints:
         raise Unmappable("no size constants", "the file has no module-level int constants to make the shape of")
     too_big = [f"{n} = {v}" for n, v in ints.items() if not -(2**31) <= v < 2**31]
@@ -135,10 +150,23 @@ def _int_constants(text: str, ns: dict) -> dict[str, int]:
     return ints
 
 
-def _probe(ns: dict, shape: dict, device: str = "meta"):
-    """The model, inputs and output at `shape` on meta tensors (on the CPU where an op has no meta kernel)."""
+_PROBED: dict = {}  # one import's probes by shape: a slow meta run (an RNN's per-step loop) is paid once
+
+
+def _probe(ns: dict, shape: dict, device: str = "meta", real: bool = True):
+    """_probed, once per shape and source in one import."""
+    key = (id(ns), tuple(sorted(shape.items())), device, real)
+    if key not in _PROBED:
+        _PROBED[key] = _probed(ns, shape, device, real)
+    return _PROBED[key]
+
+
+def _probed(ns: dict, shape: dict, device: str = "meta", real: bool = True):
+    """The model, inputs and output at `shape` on meta tensors; where the model's __init__ reads values, built on
+    the CPU and run on meta; where forward has an op with no meta kernel, run for real (`real`) on the probe
+    device (a GPU where there is one)."""
     try:
-        model, inputs = build_model(ns, shape, device)
+        model, inputs = _build(ns, shape, device)
         for i, value in enumerate(inputs):
             if not isinstance(value, torch.Tensor):
                 raise Unmappable("non-tensor input", f"get_inputs()[{i}] is a {type(value).__name__}, not a tensor")
@@ -148,7 +176,9 @@ def _probe(ns: dict, shape: dict, device: str = "meta"):
         raise
     except Exception as exc:
         if device == "meta":
-            return _probe(ns, shape, probe_device())
+            return _probed(ns, shape, "cpu>meta", real)
+        if device == "cpu>meta" and real:  # the last resort: a real run at this shape
+            return _probed(ns, shape, probe_device())
         raise Unmappable("the model does not run", f"at {shape}: {type(exc).__name__}: {exc}") from None
     if isinstance(out, tuple | list | dict):
         items = out.values() if isinstance(out, dict) else out
@@ -161,6 +191,38 @@ def _probe(ns: dict, shape: dict, device: str = "meta"):
     if not isinstance(out, torch.Tensor):
         raise Unmappable("non-tensor output", f"forward returns a {type(out).__name__}")
     return model, inputs, out, counter.get_total_flops()
+
+
+def _build(ns: dict, shape: dict, device: str):
+    """build_model on `device`; "cpu>meta": the model built on the CPU (its __init__ reads values, e.g. a
+    drop-path schedule's .item()), then moved to meta with meta inputs: dims and flops without a real forward."""
+    if device != "cpu>meta":
+        return build_model(ns, shape, device)
+    ns.update({k: v for k, v in shape.items() if k != "seed"})
+    ns["_KSCI_DEVICE"] = "cpu"
+    with torch.device("cpu"):
+        model = ns["Model"](*ns["get_init_inputs"]())
+    ns["_KSCI_DEVICE"] = "meta"
+    with torch.device("meta"):
+        inputs = list(ns["get_inputs"]())
+    return model.to("meta"), inputs
+
+
+def _probe_shape(ns: dict, bench: dict, sizes: set[int], test: dict) -> dict | None:
+    """The shape the semantic check runs at for real: the smallest test shape, or the benchmark's constants that
+    size a tensor shrunk further, whichever first costs at most PROBE_FLOPS and PROBE_ELEMENTS (None: none does)."""
+    keys = [k for k, v in bench.items() if v >= MIN_SIZE and v in sizes]
+    shrunk = [{k: (max(v // f, MIN_SIZE) if k in keys else v) for k, v in bench.items()} for f in PROBE_SHRINK]
+    for shape in [test, *shrunk]:
+        try:
+            model, inputs, out, flops = _probe(ns, shape, "meta", real=False)
+        except Unmappable:
+            continue
+        tensors = [*inputs, *model.state_dict().values(), out]
+        elements = sum(t.numel() for t in tensors if isinstance(t, torch.Tensor))
+        if flops <= PROBE_FLOPS and elements <= PROBE_ELEMENTS:
+            return shape
+    return None
 
 
 _DROPOUT = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d, torch.nn.AlphaDropout)
@@ -198,15 +260,20 @@ def _smaller(ns: dict, bench: dict, sizes: set[int]) -> dict | None:
             if shape == bench:
                 continue
             try:
-                _probe(ns, shape)
+                _probe(ns, shape, real=False)
             except Unmappable:
                 continue
             return shape
     return None
 
 
-def _check_semantics(ns: dict, shape: dict, names: list[str], params: dict) -> None:
-    """On the probe device: forward must leave its inputs and parameters alone and give the same output twice."""
+class _Expired(BaseException):  # noqa: N818 - not an Exception: the model's own `except Exception` lets it pass
+    """The semantic check's time is spent."""
+
+
+def _check_semantics(ns: dict, shape: dict, names: list[str], params: dict) -> str:
+    """On the probe device: forward must leave its inputs and parameters alone and give the same output twice.
+    Returns where it was checked."""
     device = probe_device()  # a GPU where the importing machine has one, else the CPU
     with seeded(7, device):
         torch.manual_seed(7)
@@ -233,6 +300,7 @@ def _check_semantics(ns: dict, shape: dict, names: list[str], params: dict) -> N
             else "torch.rand or another draw inside forward"
         )
         raise Unmappable("randomness inside forward", f"two calls on the same inputs differ: {why}; no fixed reference")
+    return f"on {device} at {shape}"
 
 
 def _row(ns: dict, shape: dict, names: list[str], params: dict) -> dict:

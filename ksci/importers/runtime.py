@@ -103,7 +103,7 @@ class ImportedReference:
         """The row whose input dims are those of `inputs`: the importer made them unique per shape."""
         dims = {name: list(t.shape) for name, t in inputs.items() if name not in self.outputs}
         for row in self.meta["shapes"]:
-            if row["inputs"] == dims:
+            if row.get("inputs") == dims:
                 return row
         raise KeyError(f"no shape of the imported problem has inputs of these dims: {dims}")
 

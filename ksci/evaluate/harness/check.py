@@ -34,7 +34,7 @@ def compare(
     got = out.detach().to(torch.float32)
     ref = expected.detach().to(torch.float32)
     if got.shape != ref.shape:
-        return _summary(False, got.numel(), got.numel(), 0.0, 0, f"shape {tuple(got.shape)} != {tuple(ref.shape)}")
+        return summary(False, got.numel(), got.numel(), 0.0, 0, f"shape {tuple(got.shape)} != {tuple(ref.shape)}")
     if atol_rms:
         finite = ref[torch.isfinite(ref)]
         atol = atol + atol_rms * (float(finite.square().mean().sqrt()) if finite.numel() else 0.0)
@@ -54,10 +54,10 @@ def compare(
     max_err = float(finite_err.max()) if total else 0.0
     nonfinite_count = int(nonfinite.sum())
     report = "" if mismatches == 0 else _report(got, ref, err, bad, mismatches, nonfinite_count, mag)
-    return _summary(mismatches == 0, mismatches, total, max_err, nonfinite_count, report)
+    return summary(mismatches == 0, mismatches, total, max_err, nonfinite_count, report)
 
 
-def _summary(ok: bool, mismatches: int, total: int, max_err: float, nonfinite: int, report: str) -> dict:
+def summary(ok: bool, mismatches: int, total: int, max_err: float, nonfinite: int, report: str) -> dict:
     return {
         "ok": ok,
         "mismatches": mismatches,
