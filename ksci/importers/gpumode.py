@@ -70,18 +70,7 @@ def _import(task_dir: Path, requested: str | None, dest: Path, replace: bool) ->
     probed = [p for p in probes if p is not None]
     probed = probed if any(p is reference for p in probed) else [reference, *probed]
     budget = Budget()  # the checks' own: the other shapes' probes took time of the first one
-    out_names = _output_names(text, probed[0])
-    try:
-        with budget.real(f"the checks at {reference['shape']}"), time_limit(FIRST_LIMIT_S, _Deferred):
-            kinds = Semantics(ns, reference["shape"], shapes.cases, names).kinds(out_names)
-    except _Deferred:  # slow at that size here: the checks at a reduced copy of it
-        smaller = reduced(reference["shape"], shapes.cases)
-        if smaller == reference["shape"]:
-            raise budget.refusal(f"the checks at {smaller}") from None
-        reference = probe(ns, smaller, shapes.cases, names, budget)
-        probed = [reference, *probed]
-        with budget.real(f"the checks at {smaller}"):
-            kinds = Semantics(ns, smaller, shapes.cases, names).kinds(out_names)
+    kinds, reference, probed = _checks(ns, shapes, names, budget, _output_names(text, probed[0]), probed, reference)
     outputs = _named_outputs(kinds, [n for n, _ in probed[0]["leaves"]])
     specs = _agreed_specs([_specs(p, outputs) for p in probed], probed)
     shape_list = [*shapes.benchmarks, *shapes.tests]
@@ -91,11 +80,7 @@ def _import(task_dir: Path, requested: str | None, dest: Path, replace: bool) ->
     clash = {t.name for t in specs} & set(ints)
     if clash:
         raise Unmappable("name clash", f"{', '.join(sorted(clash))} is both a tensor and a shape key")
-    at = "the first benchmark" if probes[0] else str({k: v for k, v in probed[0]["shape"].items() if k != "seed"})
-    layouts = {t.name: f"{' x '.join(map(str, t.shape))} at {at}, {t.layout}" for t in specs}
-    for output, tensor in zip(outputs, probed[0]["outputs"], strict=True):
-        if output in layouts and not tensor.is_contiguous():
-            layouts[output] += f" (the reference returns it with strides {tuple(tensor.stride())}; values compared)"
+    layouts = _layouts(specs, outputs, probed[0], first_benchmark=probes[0] is not None)
     own = any(p["tolerance"] is None for p in probed)
     if own:  # the task's check_implementation is the verdict; no elementwise tolerance is compared
         own_check(ns, reference["shape"], shapes.cases, names, budget)
@@ -123,6 +108,34 @@ def _import(task_dir: Path, requested: str | None, dest: Path, replace: bool) ->
     root = common.write_problem(dest, name, files, replace)
     notes = (f"outputs: {', '.join(outputs)}", *(f"case {k}: {v}" for k, v in shapes.cases.items()))
     return ImportedProblem(name, root, len(shapes.tests), len(shapes.benchmarks), notes)
+
+
+def _checks(
+    ns: dict, shapes: Shapes, names: list[str] | None, budget: Budget, out_names, probed: list[dict], reference: dict
+) -> tuple[dict, dict, list[dict]]:
+    """What each of the reference's outputs is (Semantics.kinds), checked at the reference shape, or where that is
+    slow here, at a reduced copy of it (probed too, and put first); the kinds, the shape's probe and the probes."""
+    try:
+        with budget.real(f"the checks at {reference['shape']}"), time_limit(FIRST_LIMIT_S, _Deferred):
+            return Semantics(ns, reference["shape"], shapes.cases, names).kinds(out_names), reference, probed
+    except _Deferred:  # slow at that size here: the checks at a reduced copy of it
+        smaller = reduced(reference["shape"], shapes.cases)
+        if smaller == reference["shape"]:
+            raise budget.refusal(f"the checks at {smaller}") from None
+        reference = probe(ns, smaller, shapes.cases, names, budget)
+        with budget.real(f"the checks at {smaller}"):
+            return Semantics(ns, smaller, shapes.cases, names).kinds(out_names), reference, [reference, *probed]
+
+
+def _layouts(specs: list, outputs, first: dict, first_benchmark: bool) -> dict[str, str]:
+    """Each tensor's shape and layout as the description gives them, at the first benchmark (or the first shape
+    probed); an output the reference returns strided says so."""
+    at = "the first benchmark" if first_benchmark else str({k: v for k, v in first["shape"].items() if k != "seed"})
+    layouts = {t.name: f"{' x '.join(map(str, t.shape))} at {at}, {t.layout}" for t in specs}
+    for output, tensor in zip(outputs, first["outputs"], strict=True):
+        if output in layouts and not tensor.is_contiguous():
+            layouts[output] += f" (the reference returns it with strides {tuple(tensor.stride())}; values compared)"
+    return layouts
 
 
 def _probe_all(
