@@ -15,6 +15,8 @@ from pathlib import Path
 
 from ksci import PROJECT_ROOT
 
+EMBEDDED_CLIENT_RETRIES = 7  # Prefect's client retries against the embedded API (EmbeddedApi.start)
+
 
 def configure_prefect() -> None:
     """Call before importing prefect. Explicit settings in the environment (or PREFECT_API_URL) win."""
@@ -70,6 +72,11 @@ class EmbeddedApi:
             )
         self.url = f"http://127.0.0.1:{port}/api"
         os.environ["PREFECT_API_URL"] = self.url
+        # Its SQLite database answers 503 while another writer holds it, and Prefect's client gives up after five
+        # retries (about a minute): on a loaded 2-core machine a busy spell outlasted them and stopped a run mid
+        # generation. This server is the run's own, so a 503 from it means busy, not gone (its exit ends the run
+        # anyway): seven retries wait up to about four minutes. A value in the environment wins.
+        os.environ.setdefault("PREFECT_CLIENT_MAX_RETRIES", str(EMBEDDED_CLIENT_RETRIES))
         # No UI runs here (PREFECT_UI_ENABLED=0) and the server ends with the run: no "View at http://..." link in
         # the run's log (Prefect writes none when its UI URL is empty).
         os.environ.setdefault("PREFECT_UI_URL", "")

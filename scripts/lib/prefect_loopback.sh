@@ -6,6 +6,10 @@ BIN="${KSCI_BIN:-.venv/bin}"
 WORK="$(mktemp -d)"
 export PREFECT_HOME="$WORK/prefect" PREFECT_API_URL="http://127.0.0.1:$PORT/api" KSCI_PROJECT_DIR="$PWD"
 export PREFECT_SERVER_ANALYTICS_ENABLED=false DO_NOT_TRACK=1 PREFECT_RESULTS_PERSIST_BY_DEFAULT=true
+# A server on SQLite answers 503 while its database is busy; on a loaded 2-core CI machine a busy spell outlasted
+# the client's five retries (about a minute) and failed a flow run. Seven wait up to about four minutes
+# (docs/deployment.md); a value in the environment wins.
+export PREFECT_CLIENT_MAX_RETRIES="${PREFECT_CLIENT_MAX_RETRIES:-7}"
 # GPU lock files (ksci/devices.py) of this check's own: its simulated GPUs "0", "1" are then not the host's.
 export KSCI_GPU_LOCK_DIR="$WORK/gpu-locks"
 SERVER=""

@@ -26,9 +26,9 @@ STARTUP_TIMEOUT_S = 600
 
 def start_shared_api(folder: Path) -> tuple[EmbeddedApi, str]:
     """Start the server (its home and log in `folder`) and wait until it answers; the server and its API URL. The
-    test process's own environment is left as it was (EmbeddedApi.start sets PREFECT_API_URL and PREFECT_UI_URL
-    there for ksci's own process)."""
-    names = ("PREFECT_API_URL", "PREFECT_UI_URL", "PREFECT_HOME", STARTUP_TIMEOUT)
+    test process's own environment is left as it was (EmbeddedApi.start sets PREFECT_API_URL, PREFECT_UI_URL and the
+    client's retries there for ksci's own process)."""
+    names = ("PREFECT_API_URL", "PREFECT_UI_URL", "PREFECT_HOME", "PREFECT_CLIENT_MAX_RETRIES", STARTUP_TIMEOUT)
     saved = {name: os.environ.get(name) for name in names}
     api = EmbeddedApi(folder / "server.log")
     try:
