@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from unittest import mock
 
 from ksci.embedded import EmbeddedApi
 from support.prefect_db import seeded_home
@@ -28,20 +29,11 @@ def start_shared_api(folder: Path) -> tuple[EmbeddedApi, str]:
     """Start the server (its home and log in `folder`) and wait until it answers; the server and its API URL. The
     test process's own environment is left as it was (EmbeddedApi.start sets PREFECT_API_URL, PREFECT_UI_URL and the
     client's retries there for ksci's own process)."""
-    names = ("PREFECT_API_URL", "PREFECT_UI_URL", "PREFECT_HOME", "PREFECT_CLIENT_MAX_RETRIES", STARTUP_TIMEOUT)
-    saved = {name: os.environ.get(name) for name in names}
     api = EmbeddedApi(folder / "server.log")
-    try:
-        os.environ["PREFECT_HOME"] = str(seeded_home(folder / "home"))
-        os.environ[STARTUP_TIMEOUT] = str(STARTUP_TIMEOUT_S)
+    settings = {"PREFECT_HOME": str(seeded_home(folder / "home")), STARTUP_TIMEOUT: str(STARTUP_TIMEOUT_S)}
+    with mock.patch.dict(os.environ, settings):  # the whole environment as it was afterwards
         api.start()
         api.wait_ready()
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
     return api, api.url
 
 

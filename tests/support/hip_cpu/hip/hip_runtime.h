@@ -111,7 +111,7 @@ inline dim3 thread_idx, block_idx;
 inline int linear_tid;
 inline Workgroup* workgroup;
 inline dim3 block_dim, grid_dim;
-inline void (*fiber_body)();  // the running launch's kernel call, as each fiber starts it
+inline std::function<void()> fiber_body;  // the running launch's kernel call, as each fiber starts it
 
 inline void fiber_main() {
     fiber_body();
@@ -126,9 +126,7 @@ void launch(Kernel kernel, dim3 grid, dim3 block, Args... args) {
     block_dim = block;
     grid_dim = grid;
     const int threads = int(block.x * block.y * block.z);
-    static std::function<void()> call;
-    call = [&] { kernel(args...); };
-    fiber_body = [] { call(); };
+    fiber_body = [&] { kernel(args...); };
     std::vector<std::unique_ptr<char[]>> stacks;
     for (int t = 0; t < threads; ++t) stacks.emplace_back(new char[FIBER_STACK]);
     for (unsigned bz = 0; bz < grid.z; ++bz)
