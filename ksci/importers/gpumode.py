@@ -27,7 +27,9 @@ import torch._dynamo  # noqa: F401 - imported before any time limit: an alarm in
 import yaml
 
 from ksci.importers import common
+from ksci.importers import gpumode_casts as casts_of
 from ksci.importers.common import ImportedProblem, ImportFailure, TensorSpec, Unmappable, tensor_spec
+from ksci.importers.gpumode_entries import fixed_arguments
 from ksci.importers.gpumode_probe import Budget, Semantics, own_check, probe, smallest
 from ksci.importers.gpumode_runtime import UTILS_NAMES, load_task
 from ksci.importers.gpumode_shapes import Shapes, read_shapes
@@ -63,16 +65,25 @@ def _import(task_dir: Path, requested: str | None, dest: Path, replace: bool) ->
     if task.get("multi_gpu") or task.get("world_size") or "world_size" in shape_keys:
         raise Unmappable("several GPUs", "the task runs on several GPUs (torch.distributed); a problem runs on one")
     ns = _execute(task_dir, text)
-    shapes = read_shapes(task, _defaults(ns["generate_input"]))
-    names = _data_names(text)
+    if "_ksci_entries" in ns:  # several entry points as one (gpumode_entries.py): eval.py fixes what shapes lack
+        eval_py = _beside(task_dir, "eval.py")
+        fixed = fixed_arguments(ns["generate_inputs"], eval_py.read_text() if eval_py else None, shape_keys)
+        task = {**task, **{k: [{**fixed, **s} for s in task.get(k) or []] for k in ("tests", "benchmarks")}}
+    shapes = read_shapes(task, _defaults(ns.get("generate_inputs") or ns["generate_input"]))
+    names = ns.get("_ksci_data_names") or _data_names(text)
     budget = Budget()
     probes, reference = _probe_all(ns, shapes, names, budget, text)
     probed = [p for p in probes if p is not None]
     probed = probed if any(p is reference for p in probed) else [reference, *probed]
     budget = Budget()  # the checks' own: the other shapes' probes took time of the first one
-    kinds, reference, probed = _checks(ns, shapes, names, budget, _output_names(text, probed[0]), probed, reference)
+    out_names = ns.get("_ksci_output_names") or _output_names(text, probed[0])
+    kinds, reference, probed = _checks(ns, shapes, names, budget, out_names, probed, reference)
     outputs = _named_outputs(kinds, [n for n, _ in probed[0]["leaves"]])
-    specs = _agreed_specs([_specs(p, outputs) for p in probed], probed)
+    _in_buffer_dims(outputs, [*probes, *probed])
+    per_probe = [_specs(p, outputs) for p in probed]
+    casts = casts_of.common_dtypes(per_probe, outputs)
+    specs = _agreed_specs(casts_of.agree(per_probe, casts), probed)
+    casts_of.verify(ns, casts, probed, shapes.cases, names, budget)
     shape_list = [*shapes.benchmarks, *shapes.tests]
     rows = [_row(p, outputs) if p else _deferred_row(s) for p, s in zip(probes, shape_list, strict=True)]
     _unambiguous(rows)
@@ -88,7 +99,7 @@ def _import(task_dir: Path, requested: str | None, dest: Path, replace: bool) ->
     atol = max((p["tolerance"] or (0.0, 0.0))[1] for p in probed)
     parts = common.SpecParts(
         name=name,
-        description=_description(task_dir, task, specs, layouts, list(outputs), ints, shapes),
+        description=_description(task_dir, task, specs, layouts, list(outputs), ints, shapes, ns.get("_ksci_entries")),
         tensors=specs,
         output=list(outputs),
         ints=ints,
@@ -100,6 +111,7 @@ def _import(task_dir: Path, requested: str | None, dest: Path, replace: bool) ->
         imported={
             **_provenance(task_dir, task, text, probed, rows, outputs, shapes, names),
             "check": "task" if own else "tolerance",
+            "casts": casts,
             "checks_at": {k: v for k, v in reference["shape"].items() if k != "seed"},
         },
     )
@@ -284,6 +296,8 @@ def _execute(task_dir: Path, text: str) -> dict:
                 "ROCm-only dependency", f"reference.py imports {exc.name}: needs {ROCM_ONLY[top]}"
             ) from None
         raise Unmappable("missing module", f"reference.py imports {exc.name}: install it where you import") from None
+    except Unmappable:
+        raise
     except Exception as exc:
         raise Unmappable("reference.py does not run", f"{type(exc).__name__}: {exc}"[:300]) from None
     if not callable(ns.get("generate_input")) and callable(ns.get("generate_inputs")):
@@ -341,6 +355,16 @@ def _named_outputs(kinds: dict[str, dict], leaves: list[str]) -> dict[str, dict]
             name = f"{name}_out"
         named[name] = kind
     return named
+
+
+def _in_buffer_dims(outputs: dict[str, dict], probes: list[dict | None]) -> None:
+    """Each probe's 0-dim output that a size-1 buffer holds (kind `scalar`) reshaped to the buffer's dims."""
+    for p in {id(p): p for p in probes if p is not None}.values():
+        leaves = dict(p["leaves"])
+        p["outputs"] = [
+            o.reshape(leaves[kind["data"]].shape) if kind.get("scalar") else o
+            for kind, o in zip(outputs.values(), p["outputs"], strict=True)
+        ]
 
 
 def _specs(probe: dict, outputs: dict[str, dict]) -> list[TensorSpec]:
@@ -401,12 +425,21 @@ def _unambiguous(rows: list[dict]) -> None:
 
 
 def _description(
-    task_dir: Path, task: dict, specs: list[TensorSpec], layouts: dict, outputs: list, ints: list, shapes: Shapes
+    task_dir: Path,
+    task: dict,
+    specs: list[TensorSpec],
+    layouts: dict,
+    outputs: list,
+    ints: list,
+    shapes: Shapes,
+    entries: list | None = None,
 ) -> str:
     """The task's own description, then how the entry point receives its data."""
     original = str(task.get("description") or "").strip()
     mapping = "\n".join(f"  {t.name}: {t.dtype}, {layouts[t.name]}" for t in specs)
     cases = "".join(f"Case {k}: passed as its index in {v}.\n" for k, v in shapes.cases.items())
+    if entries:
+        original += f"\n\nOne kernel computes {', '.join(entries)} (the task times them together)."
     seeds = "Seeds: the task's shapes have none; the importer gave each one.\n" if shapes.seeded else ""
     return (
         f"gpu-mode task {task_dir.resolve().name}: ref_kernel as one kernel (outputs {', '.join(outputs)}).\n"

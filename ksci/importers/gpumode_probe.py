@@ -221,14 +221,18 @@ class Semantics:
 
     def _adopt(self, leaf: str, first: list, kinds: dict, out_names: list[str]) -> None:
         """An uninitialised buffer (torch.empty: it differs between two draws) that ref_kernel does not read is
-        where gpu-mode's submission writes its result: the output of its shape and dtype, if there is one."""
+        where gpu-mode's submission writes its result: the output of its shape and dtype, if there is one; a size-1
+        buffer for a 0-dim output too (pmpp_v2 vectorsum's sum), the output then given in the buffer's dims."""
         if not self._unread(leaf, first):
             raise Unmappable("randomness in generate_input", f"two draws with the same seed differ in {leaf}")
         data, leaves = self.draw()
         for i, name in enumerate(out_names):
-            out = first[i]
-            if kinds[name]["from"] == "new" and out.shape == leaves[leaf].shape:
+            out, buffer = first[i], leaves[leaf]
+            if kinds[name]["from"] == "new" and out.shape == buffer.shape:
                 kinds[name] = {"from": "buffer", "data": leaf}
+                return
+            if kinds[name]["from"] == "new" and out.dim() == 0 and buffer.numel() == 1 and out.dtype == buffer.dtype:
+                kinds[name] = {"from": "buffer", "data": leaf, "scalar": True}  # a size-1 buffer for a 0-dim output
                 return
         raise Unmappable(
             "randomness in generate_input",
