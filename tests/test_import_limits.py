@@ -13,7 +13,7 @@ import pytest
 import torch
 import yaml
 
-from ksci.importers import gpumode, kernelbench
+from ksci.importers import gpumode_dryrun, kernelbench
 from ksci.importers.common import ImportFailure
 from ksci.importers.gpumode import import_gpumode
 from ksci.importers.gpumode_runtime import GpuModeReference
@@ -54,7 +54,7 @@ def test_a_check_that_rejects_its_own_reference_is_refused_in_one_line(tmp_path)
 
 
 def test_a_shape_too_slow_to_probe_is_deferred_and_measured_where_the_problem_runs(tmp_path, monkeypatch):
-    monkeypatch.setattr(gpumode, "SHAPE_LIMIT_S", 1.0)  # the 3000 draw sleeps 3 s
+    monkeypatch.setattr(gpumode_dryrun, "SHAPE_LIMIT_S", 1.0)  # the 3000 draw sleeps 3 s
     tasks = tmp_path / "tasks"
     shutil.copytree(GPUMODE / "slow_benchmark", tasks / "slow_benchmark")
     shutil.copy(GPUMODE / "utils.py", tasks / "utils.py")
