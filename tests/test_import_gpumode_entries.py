@@ -15,6 +15,7 @@ import yaml
 from ksci.importers.common import ImportFailure, Unmappable
 from ksci.importers.gpumode import import_gpumode
 from ksci.importers.gpumode_entries import fixed_arguments
+from ksci.importers.runtime import execute
 from ksci.problem.spec import load_problem
 
 CASES = Path(__file__).parent / "data" / "gpumode" / "cases"
@@ -102,3 +103,17 @@ def test_an_argument_that_neither_the_shapes_nor_eval_fix_is_refused_in_one_line
     }
     with pytest.raises(Unmappable, match="batch_size, which neither"):
         fixed_arguments(generate_inputs, "x = generate_inputs(n, vocab_size)\n", {"vocab_size"})
+
+
+def test_a_source_picking_its_device_by_cuda_availability_follows_the_draws_device():
+    source = (
+        "import torch\n"
+        "def pick():\n"
+        "    device = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+        "    return torch.randn(2, device=device, generator=torch.Generator(device=device)).device.type\n"
+    )
+    ns = execute(source, "pick.py")
+    ns["_KSCI_DEVICE"] = "meta"  # the importer's dry run: set after the source ran, seen by its rewritten calls
+    assert ns["pick"]() == "meta"
+    ns["_KSCI_DEVICE"] = "cpu"
+    assert ns["pick"]() == "cpu"
