@@ -105,3 +105,10 @@ def test_nested_time_limits_raise_the_inner_one_and_keep_the_outer(seconds):
                 with time_limit(seconds, Inner):
                     time.sleep(seconds * 10)
             time.sleep(seconds * 10)
+
+
+def test_checks_whose_reference_counts_over_check_flops_on_meta_run_at_a_reduced_shape(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpumode_dryrun, "CHECK_FLOPS", 1000.0)  # the smallest test's x @ w counts 2 * 16 * 32 * 32
+    spec = _imported(import_gpumode(GPUMODE / "case_params", dest=tmp_path))
+    assert spec["imported"]["checks_at"] == {"n": 2, "k": 4, "has_bias": 1, "activation": 0}  # 16 and 32 over 8
+    assert spec["tests"][0] == {"n": 16, "k": 32, "seed": 1, "has_bias": 1, "activation": 0}  # the task's shapes kept

@@ -10,14 +10,9 @@ from ksci.importers.gpumode_shapes import Shapes
 from ksci.importers.limits import time_limit
 
 SHAPE_LIMIT_S = 15.0  # one shape's probe, other than the smallest test shape's
-
-
 OTHER_SHAPES_S = 60.0  # all real runs of the other shapes together
-
-
 FIRST_LIMIT_S = 40.0  # the smallest test shape's probe; past it, a reduced shape stands in
-
-
+CHECK_FLOPS = 1e11  # a reference call the checks make (three or more) above this: they run at a reduced shape
 REDUCE = 8  # a reduced shape: each size of 16 or more divided by this
 
 
@@ -69,17 +64,27 @@ def run_checks(
     ns: dict, shapes: Shapes, names: list[str] | None, budget: Budget, out_names, probed: list[dict], reference: dict
 ) -> tuple[dict, dict, list[dict]]:
     """What each of the reference's outputs is (Semantics.kinds), checked at the reference shape, or where that is
-    slow here, at a reduced copy of it (probed too, and put first); the kinds, the shape's probe and the probes."""
+    slow here, at a reduced copy of it (probed too, and put first); the kinds, the shape's probe and the probes.
+    Slow means over FIRST_LIMIT_S, or, known before any real run, over CHECK_FLOPS by the meta probe's count: a
+    native call (a bf16 GEMM on a CPU) cannot be stopped by the time limit until it returns."""
+    smaller = reduced(reference["shape"], shapes.cases)
+    heavy = reference["device"] == "meta" and reference["flops"] > CHECK_FLOPS and smaller != reference["shape"]
+    if not heavy:
+        try:
+            with budget.real(f"the checks at {reference['shape']}"), time_limit(FIRST_LIMIT_S, _Deferred):
+                return Semantics(ns, reference["shape"], shapes.cases, names).kinds(out_names), reference, probed
+        except _Deferred:  # slow at that size here: the checks at a reduced copy of it
+            if smaller == reference["shape"]:
+                raise budget.refusal(f"the checks at {smaller}") from None
     try:
-        with budget.real(f"the checks at {reference['shape']}"), time_limit(FIRST_LIMIT_S, _Deferred):
+        small = probe(ns, smaller, shapes.cases, names, budget)
+    except Unmappable:  # the task does not hold at a reduced size: the checks at its own shape, within the budget
+        if not heavy:
+            raise
+        with budget.real(f"the checks at {reference['shape']}"):
             return Semantics(ns, reference["shape"], shapes.cases, names).kinds(out_names), reference, probed
-    except _Deferred:  # slow at that size here: the checks at a reduced copy of it
-        smaller = reduced(reference["shape"], shapes.cases)
-        if smaller == reference["shape"]:
-            raise budget.refusal(f"the checks at {smaller}") from None
-        reference = probe(ns, smaller, shapes.cases, names, budget)
-        with budget.real(f"the checks at {smaller}"):
-            return Semantics(ns, smaller, shapes.cases, names).kinds(out_names), reference, [reference, *probed]
+    with budget.real(f"the checks at {smaller}"):
+        return Semantics(ns, smaller, shapes.cases, names).kinds(out_names), small, [small, *probed]
 
 
 class _Deferred(BaseException):  # noqa: N818 - not an Exception: the reference's own `except Exception` lets it pass

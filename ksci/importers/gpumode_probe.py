@@ -191,17 +191,18 @@ class Semantics:
         """Per output: {"from": "new"} or {"from": "buffer" | "copy", "data": the input it is}."""
         data, leaves = self.draw()
         before = {n: t.clone() for n, t in leaves.items()}
-        _, again = self.draw()
+        again_data, again = self.draw()
         self.zeroed = {n for n, t in again.items() if not same(t, before[n])}
-        del again
-        data, leaves = self.draw()
-        before = {n: t.clone() for n, t in leaves.items()}
+        for name in self.zeroed:  # both draws as draw() hands them from here on: called, not drawn again
+            for tensors in (leaves, before, again):
+                tensors[name].zero_()
         first = self.call(data)
         aliases = {i: n for i, o in enumerate(first) for n, t in leaves.items() if aliased(o, t)}
         first = [o.clone() for o in first]
         changed = {n for n, t in leaves.items() if not same(t, before[n])}
         del data, leaves, before
-        second = self.call(self.draw()[0])
+        second = self.call(again_data)
+        del again_data, again
         if not all(same(a, b) for a, b in zip(first, second, strict=True)):
             raise Unmappable("randomness inside ref_kernel", "two calls on the same data differ: no fixed reference")
         kinds = {name: {"from": "new"} for name in out_names}
