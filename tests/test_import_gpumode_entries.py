@@ -117,3 +117,14 @@ def test_a_source_picking_its_device_by_cuda_availability_follows_the_draws_devi
     assert ns["pick"]() == "meta"
     ns["_KSCI_DEVICE"] = "cpu"
     assert ns["pick"]() == "cpu"
+
+
+def test_a_module_level_device_constant_points_at_each_draws_device():
+    from ksci.importers.gpumode_runtime import draw, load_task
+
+    task = CASES / "two_entries"
+    ns = load_task(task / "reference.py", None, CASES / "utils.py")
+    assert ns["_ksci_device_names"] == ["DEVICE"]
+    logits, targets, grad = draw(ns, {"batch_size": 6, "vocab_size": 64, "seed": 1}, {}, "meta")
+    assert logits.device.type == targets.device.type == grad.device.type == "meta"  # DEVICE = "cuda" at load
+    assert draw(ns, {"batch_size": 6, "vocab_size": 64, "seed": 1}, {}, "cpu")[0].device.type == "cpu"
