@@ -13,7 +13,7 @@ import pytest
 import torch
 import yaml
 
-from ksci.importers import gpumode, kernelbench
+from ksci.importers import gpumode_dryrun, kernelbench
 from ksci.importers.common import ImportFailure
 from ksci.importers.gpumode import import_gpumode
 from ksci.importers.gpumode_runtime import GpuModeReference
@@ -54,7 +54,7 @@ def test_a_check_that_rejects_its_own_reference_is_refused_in_one_line(tmp_path)
 
 
 def test_a_shape_too_slow_to_probe_is_deferred_and_measured_where_the_problem_runs(tmp_path, monkeypatch):
-    monkeypatch.setattr(gpumode, "SHAPE_LIMIT_S", 1.0)  # the 3000 draw sleeps 3 s
+    monkeypatch.setattr(gpumode_dryrun, "SHAPE_LIMIT_S", 1.0)  # the 3000 draw sleeps 3 s
     tasks = tmp_path / "tasks"
     shutil.copytree(GPUMODE / "slow_benchmark", tasks / "slow_benchmark")
     shutil.copy(GPUMODE / "utils.py", tasks / "utils.py")
@@ -105,3 +105,10 @@ def test_nested_time_limits_raise_the_inner_one_and_keep_the_outer(seconds):
                 with time_limit(seconds, Inner):
                     time.sleep(seconds * 10)
             time.sleep(seconds * 10)
+
+
+def test_checks_whose_reference_counts_over_check_flops_on_meta_run_at_a_reduced_shape(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpumode_dryrun, "CHECK_FLOPS", 1000.0)  # the smallest test's x @ w counts 2 * 16 * 32 * 32
+    spec = _imported(import_gpumode(GPUMODE / "case_params", dest=tmp_path))
+    assert spec["imported"]["checks_at"] == {"n": 2, "k": 4, "has_bias": 1, "activation": 0}  # 16 and 32 over 8
+    assert spec["tests"][0] == {"n": 16, "k": 32, "seed": 1, "has_bias": 1, "activation": 0}  # the task's shapes kept

@@ -191,17 +191,18 @@ class Semantics:
         """Per output: {"from": "new"} or {"from": "buffer" | "copy", "data": the input it is}."""
         data, leaves = self.draw()
         before = {n: t.clone() for n, t in leaves.items()}
-        _, again = self.draw()
+        again_data, again = self.draw()
         self.zeroed = {n for n, t in again.items() if not same(t, before[n])}
-        del again
-        data, leaves = self.draw()
-        before = {n: t.clone() for n, t in leaves.items()}
+        for name in self.zeroed:  # both draws as draw() hands them from here on: called, not drawn again
+            for tensors in (leaves, before, again):
+                tensors[name].zero_()
         first = self.call(data)
         aliases = {i: n for i, o in enumerate(first) for n, t in leaves.items() if aliased(o, t)}
         first = [o.clone() for o in first]
         changed = {n for n, t in leaves.items() if not same(t, before[n])}
         del data, leaves, before
-        second = self.call(self.draw()[0])
+        second = self.call(again_data)
+        del again_data, again
         if not all(same(a, b) for a, b in zip(first, second, strict=True)):
             raise Unmappable("randomness inside ref_kernel", "two calls on the same data differ: no fixed reference")
         kinds = {name: {"from": "new"} for name in out_names}
@@ -221,14 +222,18 @@ class Semantics:
 
     def _adopt(self, leaf: str, first: list, kinds: dict, out_names: list[str]) -> None:
         """An uninitialised buffer (torch.empty: it differs between two draws) that ref_kernel does not read is
-        where gpu-mode's submission writes its result: the output of its shape and dtype, if there is one."""
+        where gpu-mode's submission writes its result: the output of its shape and dtype, if there is one; a size-1
+        buffer for a 0-dim output too (pmpp_v2 vectorsum's sum), the output then given in the buffer's dims."""
         if not self._unread(leaf, first):
             raise Unmappable("randomness in generate_input", f"two draws with the same seed differ in {leaf}")
         data, leaves = self.draw()
         for i, name in enumerate(out_names):
-            out = first[i]
-            if kinds[name]["from"] == "new" and out.shape == leaves[leaf].shape:
+            out, buffer = first[i], leaves[leaf]
+            if kinds[name]["from"] == "new" and out.shape == buffer.shape:
                 kinds[name] = {"from": "buffer", "data": leaf}
+                return
+            if kinds[name]["from"] == "new" and out.dim() == 0 and buffer.numel() == 1 and out.dtype == buffer.dtype:
+                kinds[name] = {"from": "buffer", "data": leaf, "scalar": True}  # a size-1 buffer for a 0-dim output
                 return
         raise Unmappable(
             "randomness in generate_input",

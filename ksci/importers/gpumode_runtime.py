@@ -10,6 +10,8 @@ mismatch. The harness compares outputs itself (ksci/evaluate/harness/check.py); 
 
 from __future__ import annotations
 
+import ast
+import re
 import types
 from contextlib import nullcontext
 from pathlib import Path
@@ -18,6 +20,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from ksci.importers.gpumode_data import flatten, rebuild
+from ksci.importers.gpumode_entries import combine, is_combined
 from ksci.importers.gpumode_shapes import decode
 from ksci.importers.runtime import ImportedReference, execute, module_of, seeded
 
@@ -32,7 +35,8 @@ class MatchReference:
 
     def __call__(self, data, output):
         expected = self.reference(data)
-        ok = torch.allclose(output.float(), expected.float(), rtol=self.rtol, atol=self.atol)
+        pairs = zip(output, expected, strict=True) if isinstance(expected, tuple) else [(output, expected)]
+        ok = all(torch.allclose(o.float(), e.float(), rtol=self.rtol, atol=self.atol) for o, e in pairs)
         return ok, "" if ok else "mismatch"
 
 
@@ -72,14 +76,33 @@ def load_task(reference: Path, task_py: Path | None, utils_py: Path | None) -> d
     modules = {"utils": utils_module(utils_py)}
     if task_py is not None and task_py.is_file():
         modules["task"] = module_of("task", execute(task_py.read_text(), str(task_py), dict(modules)))
-    ns = execute(reference.read_text(), str(reference), modules)
+    text = reference.read_text()
+    ns = execute(text, str(reference), modules)
     ns["_ksci_utils"] = modules["utils"]
+    ns["_ksci_device_names"] = device_names(text)
+    if is_combined(ns):  # generate_inputs and reference_forward, reference_backward, ...: one entry point
+        combine(ns, text, MatchReference)
     return ns
+
+
+def device_names(text: str) -> list[str]:
+    """Module-level names bound to the string "cuda" (`DEVICE = "cuda"`): draw() points them at its device."""
+    return [
+        target.id
+        for statement in ast.parse(text).body
+        if isinstance(statement, ast.Assign)
+        and isinstance(statement.value, ast.Constant)
+        and isinstance(statement.value.value, str)
+        and re.fullmatch(r"cuda(:\d+)?", statement.value.value)
+        for target in statement.targets
+        if isinstance(target, ast.Name)
+    ]
 
 
 def draw(ns: dict, shape: dict, cases: dict, device) -> object:
     """generate_input at `shape` (int-encoded cases decoded) on `device`, torch's default generators seeded too."""
     ns["_KSCI_DEVICE"] = str(device)
+    ns.update(dict.fromkeys(ns.get("_ksci_device_names", ()), str(device)))
     kwargs = decode(shape, cases)
     validate = torch.distributions.Distribution._validate_args
     if str(device) == "meta":  # a distribution's argument checks read values
@@ -113,7 +136,7 @@ class GpuModeReference(ImportedReference):
     def _task_verdict(self, inputs: dict, outputs: dict) -> tuple[bool, str]:
         """The task's check_implementation(data, output) on the kernel's outputs (one, or a tuple in order)."""
         _key, data = self._data(inputs)
-        got = [outputs[name] for name in self.kinds]
+        got = [outputs[n].reshape(()) if k.get("scalar") else outputs[n] for n, k in self.kinds.items()]
         with torch.no_grad():
             verdict = self.ns["check_implementation"](data, got[0] if len(got) == 1 else tuple(got))
         ok, message = verdict if isinstance(verdict, tuple) else (bool(verdict), "")
@@ -134,6 +157,10 @@ class GpuModeReference(ImportedReference):
         self.ns["_KSCI_DEVICE"] = device
         with torch.no_grad(), FlopCounterMode(display=False) as counter:
             outputs = as_outputs(self.ns["ref_kernel"](data), list(self.kinds))
+        outputs = {
+            n: o.reshape(leaves[self.kinds[n]["data"]].shape) if self.kinds[n].get("scalar") else o
+            for n, o in outputs.items()
+        }
         row["inputs"] = {n: list(t.shape) for n, t in leaves.items() if n not in self.kinds}
         row["outputs"] = {n: list(o.shape) for n, o in outputs.items()}
         row["flops"] = int(counter.get_total_flops())
@@ -152,6 +179,8 @@ class GpuModeReference(ImportedReference):
     def generate_input(self, shape: dict, seed: int, target: str, device) -> dict:
         data = draw(self.ns, {**shape, "seed": seed}, self.cases, device)
         tensors = dict(flatten(data, self.meta["names"]))
+        for name, dtype in self.meta.get("casts", {}).items():  # one dtype per input (gpumode_casts.py)
+            tensors[name] = tensors[name].to(getattr(torch, dtype))
         row = self.row(shape)
         for name, kind in self.kinds.items():
             if kind["from"] != "buffer":  # a new output, or the written copy of an input: a buffer of its own
@@ -188,16 +217,25 @@ class GpuModeReference(ImportedReference):
     def reference(self, inputs: dict) -> dict:
         _key, data = self._data(inputs)
         with torch.no_grad():
-            return as_outputs(self.ns["ref_kernel"](data), list(self.kinds))
+            return self._shaped(as_outputs(self.ns["ref_kernel"](data), list(self.kinds)), inputs)
 
     def vendor(self, inputs: dict):
         key, data = self._data(inputs)
 
         def run() -> dict:
             with torch.no_grad():
-                return as_outputs(self.vendor_call(key, self.ns["ref_kernel"], (data,)), list(self.kinds))
+                result = as_outputs(self.vendor_call(key, self.ns["ref_kernel"], (data,)), list(self.kinds))
+            return self._shaped(result, inputs)
 
         return run
+
+    def _shaped(self, outputs: dict, inputs: dict) -> dict:
+        """A 0-dim output that a size-1 buffer holds (kind `scalar`) in the buffer's dims, as the kernel writes it."""
+        scalar = [n for n, k in self.kinds.items() if k.get("scalar")]
+        if scalar:
+            row = self.row_of_inputs(inputs)
+            outputs.update({n: outputs[n].reshape(row["outputs"][n]) for n in scalar})
+        return outputs
 
 
 def _fresh(dims: list[int], strides: list[int], device, dtype) -> torch.Tensor:

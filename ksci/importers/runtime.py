@@ -23,31 +23,45 @@ import yaml
 _GENERATOR = re.compile(r"""torch\.Generator\(\s*(?:device\s*=\s*)?(["'])cuda(?::\d+)?\1\s*\)""")
 _CUDA_CALL = re.compile(r"\.cuda\(\)")
 _CUDA_STRING = re.compile(r"""(["'])cuda(?::\d+)?\1""")
+_ANY_GENERATOR = re.compile(r"\btorch\.Generator\(")
+_AVAILABLE = re.compile(r"\btorch\.cuda\.is_available\(\)")
 DEVICE_NOTE = "device strings 'cuda' and .cuda() point at the harness's device"
 
 
 def on_device(source: str) -> tuple[str, int]:
     """The source with `torch.Generator(device="cuda")`, `.cuda()` and the string "cuda" pointed at the device the
-    caller chooses (_KSCI_DEVICE; meta and cpu get a CPU generator); and how many places were rewritten."""
+    caller chooses (_KSCI_DEVICE; meta and cpu get a CPU generator); and how many places were rewritten. Two more
+    rewrites let a draw on meta tensors (the importer's dry run) stay on meta: `torch.cuda.is_available()` answers
+    whether that device is other than the CPU (what it answers on the harness's GPU and on a CPU), and any other
+    `torch.Generator(device=...)` gets a CPU generator for meta, where torch has none."""
     source, a = _GENERATOR.subn("_ksci_generator()", source)
     source, b = _CUDA_CALL.subn(".to(_KSCI_DEVICE)", source)
     source, c = _CUDA_STRING.subn("_KSCI_DEVICE", source)
-    return source, a + b + c
+    source, d = _ANY_GENERATOR.subn("_ksci_generator_on(", source)
+    source, e = _AVAILABLE.subn("_ksci_accelerated()", source)
+    return source, a + b + c + d + e
 
 
 def execute(text: str, filename: str, modules: dict | None = None) -> dict:
     """Run a source in a namespace of its own, on the CPU until set_device; `modules` are importable meanwhile."""
-    namespace: dict = {"__name__": f"ksci_imported_{Path(filename).stem}", "__file__": filename}
-    namespace["_KSCI_DEVICE"] = "cpu"
+    module = types.ModuleType(f"ksci_imported_{Path(filename).stem}")
+    namespace = module.__dict__  # what the source runs in, and what callers set _KSCI_DEVICE in
+    namespace.update(__file__=filename, _KSCI_DEVICE="cpu")
 
     def _ksci_generator() -> torch.Generator:
         device = torch.device(namespace["_KSCI_DEVICE"])
         return torch.Generator() if device.type in ("cpu", "meta") else torch.Generator(device=device)
 
-    namespace["_ksci_generator"] = _ksci_generator
+    def _ksci_generator_on(device="cpu") -> torch.Generator:
+        return torch.Generator() if torch.device(device).type == "meta" else torch.Generator(device=device)
+
+    def _ksci_accelerated() -> bool:
+        return torch.device(namespace["_KSCI_DEVICE"]).type != "cpu"
+
+    namespace.update(
+        _ksci_generator=_ksci_generator, _ksci_generator_on=_ksci_generator_on, _ksci_accelerated=_ksci_accelerated
+    )
     code = compile(on_device(text)[0], filename, "exec")
-    module = types.ModuleType(namespace["__name__"])
-    module.__dict__.update(namespace)
     # registered while it runs: a dataclass looks its module up in sys.modules when it is defined
     with _importable({**(modules or {}), module.__name__: module}):
         exec(code, module.__dict__)
