@@ -25,12 +25,13 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import torch
 import torch._dynamo  # noqa: F401 - imported before any time limit: an alarm inside a lazy import leaves it half-made
 
 from ksci.importers import common
 from ksci.importers import gpumode_casts as casts_of
 from ksci.importers.common import ImportedProblem, ImportFailure, TensorSpec, Unmappable
-from ksci.importers.gpumode_dryrun import deferred_row, probe_all, run_checks
+from ksci.importers.gpumode_dryrun import blackwell_only, deferred_row, probe_all, run_checks, uses_nvfp4
 from ksci.importers.gpumode_entries import fixed_arguments
 from ksci.importers.gpumode_probe import Budget, own_check
 from ksci.importers.gpumode_runtime import UTILS_NAMES
@@ -79,7 +80,12 @@ def _import(task_dir: Path, requested: str | None, dest: Path, replace: bool) ->
     ns = execute_task(task_dir, text)
     if "_ksci_entries" in ns:  # several entry points as one (gpumode_entries.py)
         task = _with_fixed(task_dir, task, ns, shape_keys)
-    shapes = read_shapes(task, defaults(ns.get("generate_inputs") or ns["generate_input"]))
+    try:
+        shapes = read_shapes(task, defaults(ns.get("generate_inputs") or ns["generate_input"]))
+    except Unmappable as exc:  # a task that needs Blackwell says so first, whatever else it meets
+        if uses_nvfp4(text) and not _on_blackwell():
+            raise blackwell_only(f" (then: {exc.failure})") from None
+        raise
     names = ns.get("_ksci_data_names") or data_names(text)
     budget = Budget()
     probes, reference = probe_all(ns, shapes, names, budget, text)
@@ -122,6 +128,10 @@ def _import(task_dir: Path, requested: str | None, dest: Path, replace: bool) ->
     root = common.write_problem(dest, name, files, replace)
     notes = (f"outputs: {', '.join(outputs)}", *(f"case {k}: {v}" for k, v in shapes.cases.items()))
     return ImportedProblem(name, root, len(shapes.tests), len(shapes.benchmarks), notes)
+
+
+def _on_blackwell() -> bool:
+    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 10
 
 
 def _with_fixed(task_dir: Path, task: dict, ns: dict, shape_keys: set[str]) -> dict:

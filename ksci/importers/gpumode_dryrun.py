@@ -50,14 +50,24 @@ def probe_all(
             if i != first or probes[first] is None:
                 probes[i] = probes[i] or _probe_or_defer(ns, shape, shapes.cases, names, rest)
     except Unmappable as exc:
-        if exc.failure.construct == "the reference does not run" and "_scaled_mm" in text and "float4" in text:
-            raise Unmappable(
-                "Blackwell-only operation",
-                "the reference calls torch._scaled_mm on block-scaled FP4 (NVFP4), which runs on NVIDIA Blackwell "
-                "(sm_100) GPUs only: import it on one",
-            ) from None
+        if exc.failure.construct == "the reference does not run" and uses_nvfp4(text):
+            raise blackwell_only() from None
         raise
     return probes, reference
+
+
+def uses_nvfp4(text: str) -> bool:
+    """Whether the reference calls torch._scaled_mm on FP4 (NVFP4), an operation of Blackwell GPUs only."""
+    return "_scaled_mm" in text and "float4" in text
+
+
+def blackwell_only(also: str = "") -> Unmappable:
+    """The refusal of a task whose reference needs a Blackwell GPU; `also` names another limit it meets."""
+    return Unmappable(
+        "Blackwell-only operation",
+        "the reference calls torch._scaled_mm on block-scaled FP4 (NVFP4), which runs on NVIDIA Blackwell "
+        f"(sm_100) GPUs only: import it on one{also}",
+    )
 
 
 def run_checks(
