@@ -1,5 +1,6 @@
 """One Prefect API server per test process, for the tests that run `ksci evolve` in a subprocess only to get a run
-(its rows, its output, its exit code) and not to check the embedded API itself.
+(its rows, its output, its exit code) and not to check the embedded API itself, and for the test modules that run
+flows in the test process (support.prefect_harness.on_shared_api).
 
 Without it each such `ksci evolve` starts its own embedded API (ksci.embedded.EmbeddedApi), about 10 of the
 20 CPU seconds a short simulated evolution costs on 2 cores; with PREFECT_API_URL set, ksci uses the server it names
