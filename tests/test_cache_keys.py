@@ -13,7 +13,7 @@ from ksci.embedded import configure_prefect
 
 configure_prefect()
 
-from support.prefect_harness import prefect_harness  # noqa: E402
+from support.prefect_harness import on_shared_api  # noqa: E402
 
 import tasks.cache_keys as cache_keys  # noqa: E402
 from flows.evolve import evolve  # noqa: E402
@@ -150,8 +150,8 @@ def test_the_verdict_key_leaves_out_the_gpus_and_the_store_but_not_the_backend()
 
 
 @pytest.fixture(scope="module")
-def prefect():
-    with prefect_harness():
+def prefect(shared_prefect_api):
+    with on_shared_api(shared_prefect_api):
         yield
 
 

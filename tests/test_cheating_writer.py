@@ -24,7 +24,7 @@ from ksci.embedded import configure_prefect
 configure_prefect()
 
 from support.fp8_gemm_script import FAILED_ONCE, PLAN, _design, _plan, demo_config_toml  # noqa: E402
-from support.prefect_harness import prefect_harness  # noqa: E402
+from support.prefect_harness import on_shared_api  # noqa: E402
 from support.scripted_llm_server import ScriptedLlmServer  # noqa: E402
 
 from flows.evolve import evolve  # noqa: E402
@@ -89,8 +89,8 @@ def cheating_script(simulate: bool) -> dict:
 
 
 @pytest.fixture(scope="module")
-def harness():
-    with prefect_harness():
+def harness(shared_prefect_api):
+    with on_shared_api(shared_prefect_api):
         yield
 
 

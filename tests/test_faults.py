@@ -23,6 +23,7 @@ from support.fp8_gemm_script import demo_config_toml, steady_script
 from support.full_disk import FAILED_EXIT, append_on_a_full_disk, rows
 from support.prefect_db import seeded_home
 from support.scripted_llm_server import ScriptedLlmServer
+from support.shared_api import with_shared_api
 
 from ksci.devices import LOCK_DIR_ENV
 from ksci.lineage.store import LineageStore
@@ -188,7 +189,7 @@ def _gpu_locks_held(locks: Path) -> list[str]:
 
 
 @pytest.mark.slow
-def test_llm_endpoint_down_mid_generation_stops_the_run_cleanly_and_a_rerun_completes(tmp_path):
+def test_llm_endpoint_down_mid_generation_stops_the_run_cleanly_and_a_rerun_completes(tmp_path, shared_prefect_api):
     """The scripted endpoint answers generation 1's selector and designer, then its socket is closed (connections
     refused). By design (docs/llm.md) a writer call that fails after its retries loses only its plan: generation 1
     completes with no candidate and a note; generation 2's selector falls back to the rule and its designer fails
@@ -203,7 +204,7 @@ def test_llm_endpoint_down_mid_generation_stops_the_run_cleanly_and_a_rerun_comp
     command += ["--store", str(tmp_path / "store"), "--simulate"]
     env = dict(os.environ, PREFECT_HOME=str(seeded_home(tmp_path / "prefect")), PYTHONPATH=str(ROOT))
     env["KSCI_LLM_API_KEY"] = "sk-fake"
-    env.pop("PREFECT_API_URL", None)
+    env = with_shared_api(env, shared_prefect_api)  # the endpoint is what goes away, not the Prefect API
     log = open(tmp_path / "first.log", "w")  # noqa: SIM115 - handed to the child, closed below
     first = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:

@@ -11,7 +11,7 @@ from ksci.embedded import configure_prefect
 
 configure_prefect()
 
-from support.prefect_harness import prefect_harness  # noqa: E402
+from support.prefect_harness import on_shared_api  # noqa: E402
 
 from flows.evolve import evolve  # noqa: E402
 from ksci.lineage.store import LineageStore  # noqa: E402
@@ -21,8 +21,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module", autouse=True)
-def harness():
-    with prefect_harness():
+def harness(shared_prefect_api):
+    with on_shared_api(shared_prefect_api):
         yield
 
 

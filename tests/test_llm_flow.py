@@ -15,7 +15,7 @@ from ksci.embedded import configure_prefect
 configure_prefect()
 
 from support.fp8_gemm_script import demo_config_toml, demo_script  # noqa: E402
-from support.prefect_harness import prefect_harness  # noqa: E402
+from support.prefect_harness import on_shared_api  # noqa: E402
 from support.scripted_llm_server import ScriptedLlmServer  # noqa: E402
 
 from flows.evolve import evolve  # noqa: E402
@@ -29,8 +29,8 @@ TIMEOUT_S = 2.0
 
 
 @pytest.fixture(scope="module", autouse=True)
-def harness():
-    with prefect_harness():
+def harness(shared_prefect_api):
+    with on_shared_api(shared_prefect_api):
         yield
 
 

@@ -13,7 +13,7 @@ configure_prefect()
 from support.fp8_gemm_script import demo_config_toml  # noqa: E402
 from support.imported_problems import import_all  # noqa: E402
 from support.imported_script import first_kernels, imported_script, written_id  # noqa: E402
-from support.prefect_harness import prefect_harness  # noqa: E402
+from support.prefect_harness import on_shared_api  # noqa: E402
 from support.scripted_llm_server import ScriptedLlmServer  # noqa: E402
 
 from flows.evolve import evolve  # noqa: E402
@@ -27,8 +27,8 @@ PROBLEM = "level2_gemm_multiply_leakyrelu"
 
 
 @pytest.fixture(scope="module", autouse=True)
-def harness():
-    with prefect_harness():
+def harness(shared_prefect_api):
+    with on_shared_api(shared_prefect_api):
         yield
 
 

@@ -15,6 +15,7 @@ from support.fp8_gemm_script import demo_config_toml, steady_script
 from support.leak_search import readable
 from support.prefect_db import seeded_home
 from support.scripted_llm_server import ScriptedLlmServer
+from support.shared_api import with_shared_api
 
 from ksci.llm.ledger import LlmLedger
 
@@ -25,7 +26,10 @@ PASSWORD = "hunter2-URLPASS-x9"
 EVOLVE = [sys.executable, "-m", "ksci.cli", "evolve", "--problem", "fp8_gemm", "--target", "cuda", "--children", "3"]
 
 
-def _evolve(tmp_path: Path, base_url: str, run: str, generations: int) -> subprocess.CompletedProcess:
+def _evolve(
+    tmp_path: Path, base_url: str, run: str, generations: int, api: str | None = None
+) -> subprocess.CompletedProcess:
+    """The run on an embedded Prefect API of its own (its database is searched for secrets), or on `api`."""
     config = tmp_path / "ksci.toml"
     config.write_text(demo_config_toml(base_url, timeout_s=10.0, retry_delay_s=0.1))
     command = EVOLVE + ["--proposer", "llm", "--llm-config", str(config), "--generations", str(generations)]
@@ -33,6 +37,7 @@ def _evolve(tmp_path: Path, base_url: str, run: str, generations: int) -> subpro
     env = dict(os.environ, PREFECT_HOME=str(seeded_home(tmp_path / "prefect")), PYTHONPATH=str(ROOT))
     env["KSCI_LLM_API_KEY"] = KEY
     env.pop("PREFECT_API_URL", None)
+    env = with_shared_api(env, api) if api else env
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
 
 
@@ -71,10 +76,10 @@ def test_an_echoed_secret_is_stored_nowhere(tmp_path, secret):
     assert any(s.startswith("// ksci: written by LLM scripted__you_sent__redacted__ (") for s in sources)
 
 
-def test_a_refused_key_stops_the_run_with_rc_3_and_one_line(tmp_path):
+def test_a_refused_key_stops_the_run_with_rc_3_and_one_line(tmp_path, shared_prefect_api):
     script = {**steady_script(), "selector": [{"status": 401, "content": "invalid api key", "repeat": True}]}
     with ScriptedLlmServer(script) as server:
-        done = _evolve(tmp_path, server.base_url, "refused", generations=3)
+        done = _evolve(tmp_path, server.base_url, "refused", generations=3, api=shared_prefect_api)
         assert server.count() == 1  # no retry, no fallback to the designer
     out = done.stdout + done.stderr
     assert done.returncode == 3, out[-3000:]

@@ -5,11 +5,13 @@ records that it has no kernel to profile."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.shared_api import with_shared_api
 from support.synthetic_lineage import write_synthetic_run
 
 from ksci.evaluate.setup import EvaluationSetup
@@ -52,18 +54,20 @@ def test_a_run_without_a_passing_kernel_has_nothing_to_profile(tmp_path):
     assert read_profiles(str(tmp_path / "store"), "empty") == []
 
 
-def _evolve(store: Path, *extra: str) -> subprocess.CompletedProcess:
+def _evolve(api: str, store: Path, *extra: str) -> subprocess.CompletedProcess:
+    """A simulated evolution on the test process's shared Prefect API (the profile is what is checked)."""
     command = [sys.executable, "-m", "ksci.cli", "evolve", "--problem", "fp8_gemm", "--simulate", "--generations",
                "1", "--children", "2", "--run", "sim", "--store", str(store), *extra]  # fmt: skip
-    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=400)
+    env = with_shared_api(dict(os.environ), api)
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=400)
 
 
 @pytest.mark.slow
-def test_an_evolution_ends_with_the_best_kernels_profile_unless_told_not_to(tmp_path):
-    done = _evolve(tmp_path / "profiled")
+def test_an_evolution_ends_with_the_best_kernels_profile_unless_told_not_to(tmp_path, shared_prefect_api):
+    done = _evolve(shared_prefect_api, tmp_path / "profiled")
     assert done.returncode == 0, done.stderr[-3000:]
     roles = [(r.role, r.digest) for r in read_profiles(str(tmp_path / "profiled"), "sim")]
     assert ("best", "no profile: a simulated run has no kernel to profile") in roles
-    skipped = _evolve(tmp_path / "unprofiled", "--no-profile")
+    skipped = _evolve(shared_prefect_api, tmp_path / "unprofiled", "--no-profile")
     assert skipped.returncode == 0, skipped.stderr[-3000:]
     assert read_profiles(str(tmp_path / "unprofiled"), "sim") == []

@@ -9,7 +9,7 @@ from ksci.embedded import configure_prefect
 
 configure_prefect()
 
-from support.prefect_harness import prefect_harness  # noqa: E402
+from support.prefect_harness import on_shared_api  # noqa: E402
 
 from ksci.lineage.store import LineageStore  # noqa: E402
 from ksci.proposers import registry  # noqa: E402
@@ -53,11 +53,11 @@ def test_the_command_line_offers_a_registered_proposer(toy):
 
 
 @pytest.mark.slow
-def test_a_toy_proposer_added_through_the_registry_runs_a_simulated_evolution(tmp_path, toy):
+def test_a_toy_proposer_added_through_the_registry_runs_a_simulated_evolution(tmp_path, toy, shared_prefect_api):
     from flows.evolve import evolve
 
     store = tmp_path / "store"
-    with prefect_harness():
+    with on_shared_api(shared_prefect_api):
         kwargs = dict(problem="fp8_gemm", generations=2, run="toy-run", children=3, simulate="", proposer="toy")
         summaries = evolve(**kwargs, store_root=str(store), profile=False)
         rows = LineageStore(store).read("toy-run")

@@ -7,6 +7,7 @@ best per shape, only with --race). A simulated evolution with --race runs end to
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+from support.shared_api import with_shared_api
 
 from ksci.evaluate.harness.child import Session
 from ksci.evaluate.harness.timing import CallSample, TimedCalls, TimingPolicy, raced_out
@@ -143,11 +145,12 @@ def test_the_flow_races_each_candidate_against_its_population_only_with_race(mon
     assert submitted == [(((KEY, 10.0),) if race else (), its_baselines)]
 
 
-def test_a_simulated_evolution_with_race_runs_to_its_end(tmp_path):
+def test_a_simulated_evolution_with_race_runs_to_its_end(tmp_path, shared_prefect_api):
     done = subprocess.run(
         [sys.executable, "-m", "ksci.cli", "evolve", "--problem", "fp8_gemm", "--generations", "2", "--children", "3",
          "--simulate", "--race", "--no-profile", "--quiet", "--store", str(tmp_path / "store")],
         capture_output=True, text=True, timeout=600, cwd=Path(__file__).parent.parent,
+        env=with_shared_api(dict(os.environ), shared_prefect_api),  # the run is what is checked, not its API
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "simulated" in done.stdout.lower()

@@ -10,12 +10,14 @@ numbers unmarked, so the check is no assertion that passes on anything.
 from __future__ import annotations
 
 import html
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from support.shared_api import with_shared_api
 from support.synthetic_lineage import write_synthetic_run
 
 from ksci.lineage.store import LineageStore
@@ -107,17 +109,19 @@ def test_the_end_of_run_summary_marks_every_number(simulated_store):
     assert text.splitlines()[0].startswith("simulated run: its times and ratios were made up")
 
 
-def ksci(*args: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "ksci.cli", *args]
-    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=400)
+def ksci(*args: str, api: str | None = None) -> subprocess.CompletedProcess:
+    """`ksci ARGS`; with `api`, on that Prefect API (the test process's shared one) instead of an embedded one."""
+    command, env = [sys.executable, "-m", "ksci.cli", *args], dict(os.environ)
+    env = with_shared_api(env, api) if api else env
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=400)
 
 
 @pytest.mark.slow
-def test_a_simulated_evolution_marks_every_number_it_prints_and_reports(tmp_path):
+def test_a_simulated_evolution_marks_every_number_it_prints_and_reports(tmp_path, shared_prefect_api):
     """`ksci evolve --simulate` (2 generations of 3, made-up timings), then `ksci status` and `ksci report` on it."""
     store = str(tmp_path / "store")
     evolve = ksci("evolve", "--problem", "fp8_gemm", "--simulate", "--generations", "2", "--children", "3",
-                  "--run", "sim", "--store", store)  # fmt: skip
+                  "--run", "sim", "--store", store, api=shared_prefect_api)  # fmt: skip
     assert evolve.returncode == 0, evolve.stderr[-3000:]
     assert "x faster than the reference" in evolve.stdout and unmarked(evolve.stdout) == [], evolve.stdout
     assert evolve.stdout.splitlines()[-4:] == _next_steps("sim", store)
@@ -141,10 +145,10 @@ def _next_steps(run: str, store: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_a_quiet_evolution_ends_with_its_summary_and_the_next_steps(tmp_path):
+def test_a_quiet_evolution_ends_with_its_summary_and_the_next_steps(tmp_path, shared_prefect_api):
     store = str(tmp_path / "store")
     evolve = ksci("evolve", "--problem", "fp8_gemm", "--simulate", "--generations", "1", "--children", "2",
-                  "--run", "quiet", "--store", store, "--quiet")  # fmt: skip
+                  "--run", "quiet", "--store", store, "--quiet", api=shared_prefect_api)  # fmt: skip
     assert evolve.returncode == 0, evolve.stderr[-3000:]
     lines = evolve.stdout.splitlines()
     assert lines[0] == SIMULATED_NOTE and lines[-4:] == _next_steps("quiet", store), evolve.stdout

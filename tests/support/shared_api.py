@@ -1,5 +1,6 @@
 """One Prefect API server per test process, for the tests that run `ksci evolve` in a subprocess only to get a run
-(its rows, its output, its exit code) and not to check the embedded API itself.
+(its rows, its output, its exit code) and not to check the embedded API itself, and for the test modules that run
+flows in the test process (support.prefect_harness.on_shared_api).
 
 Without it each such `ksci evolve` starts its own embedded API (ksci.embedded.EmbeddedApi), about 10 of the
 20 CPU seconds a short simulated evolution costs on 2 cores; with PREFECT_API_URL set, ksci uses the server it names
@@ -16,7 +17,7 @@ import os
 from pathlib import Path
 from unittest import mock
 
-from ksci.embedded import EmbeddedApi
+from ksci.embedded import EMBEDDED_CLIENT_RETRIES, EmbeddedApi
 from support.prefect_db import seeded_home
 
 # ksci waits 90 s for its embedded API; a test process on a loaded 2-core machine once waited longer for this one
@@ -38,6 +39,8 @@ def start_shared_api(folder: Path) -> tuple[EmbeddedApi, str]:
 
 
 def with_shared_api(env: dict[str, str], url: str) -> dict[str, str]:
-    """`env` for a `ksci evolve` that uses the shared server: its API URL, and no UI URL (as the embedded API's
-    runs have none: no "View at" link to a server the user cannot open)."""
-    return {**env, "PREFECT_API_URL": url, "PREFECT_UI_URL": ""}
+    """`env` for a `ksci evolve` that uses the shared server: its API URL, no UI URL (as the embedded API's runs
+    have none: no "View at" link to a server the user cannot open) and the client's retries the embedded API sets
+    (its SQLite answers 503 while busy; a value in `env` wins)."""
+    retries = env.get("PREFECT_CLIENT_MAX_RETRIES", str(EMBEDDED_CLIENT_RETRIES))
+    return {**env, "PREFECT_API_URL": url, "PREFECT_UI_URL": "", "PREFECT_CLIENT_MAX_RETRIES": retries}
