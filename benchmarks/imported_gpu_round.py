@@ -60,13 +60,11 @@ def baselines(imported: dict[str, str], env: dict, timeout: float) -> None:
         try:
             done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
             verdict = json.loads(done.stdout) if done.returncode == 0 and done.stdout.strip() else {}
-            status = (
-                verdict.get("status") or f"exit {done.returncode}: {(done.stderr.strip().splitlines() or [''])[-1]}"
-            )
+            status = verdict.get("status") or f"exit {done.returncode}: {(done.stderr.strip().splitlines() or [''])[0]}"
         except (subprocess.TimeoutExpired, json.JSONDecodeError) as exc:
             verdict, status = {}, type(exc).__name__
         ref, vendor = verdict.get("reference_geomean_us"), verdict.get("vendor_geomean_us")
-        cells = (label, str(status)[:120], f"{ref:.1f}" if ref else "-", f"{vendor:.1f}" if vendor else "-")
+        cells = (label, str(status)[:300], f"{ref:.1f}" if ref else "-", f"{vendor:.1f}" if vendor else "-")
         print("| " + " | ".join(cells) + f" | {time.monotonic() - started:.0f} |", flush=True)
 
 

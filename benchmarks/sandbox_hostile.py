@@ -47,7 +47,10 @@ COST = """
 import json, sys, time
 from pathlib import Path
 from ksci.evaluate.options import EvaluationOptions
-from ksci.evaluate.stage_order import evaluate_source
+try:
+    from ksci.evaluate.stage_order import evaluate_source
+except ImportError:  # a tree before ksci/evaluate was grouped
+    from ksci.evaluate.pipeline import evaluate_source
 from ksci.problem.spec import load_problem
 problem = load_problem("rmsnorm")
 source = (problem.root / "solutions" / "correct" / "warp_per_row.cu").read_text()

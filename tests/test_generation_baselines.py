@@ -123,3 +123,20 @@ def test_the_simulators_baseline_run_times_nothing_and_leaves_its_candidates_as_
         verdict = run.run("0")
     assert verdict.status == Status.OK and verdict.timings == []
     assert verdict.fingerprint["gpu_window"] == {"phases": ["baselines"], "device": "0"}
+
+
+def test_a_baseline_run_that_fails_says_what_the_child_reported():
+    """A reference or vendor call that raises in the harness child: its exception is the failure's line, not an
+    empty output tail."""
+    from ksci.evaluate.host_stages import measure_baselines
+    from ksci.evaluate.options import EnvironmentProblem
+    from ksci.evaluate.run.isolate import ChildOutcome
+
+    class Failing:
+        def run(self, device):
+            message = {"event": "harness_error", "message": "ValueError: shape '[]' is invalid for input of size 2"}
+            return ChildOutcome(messages=[message], arrivals=[0.0], sent_after=[0.0], returncode=4)
+
+    with pytest.raises(EnvironmentProblem) as raised:
+        measure_baselines(load_problem("fp8_gemm"), EvaluationOptions(), Failing())
+    assert "(exit 4): harness_error: ValueError: shape '[]' is invalid" in str(raised.value), str(raised.value)

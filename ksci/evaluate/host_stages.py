@@ -158,6 +158,14 @@ def _gpu_window(phases: list[str], started: float, device: str | None, outcome) 
     }
 
 
+def _why_failed(outcome) -> str:
+    """What the child reported of its failure (the reference's or the vendor library's exception, first), else
+    the tail of its output."""
+    error = outcome.last("harness_error") or outcome.last("runtime_error")
+    said = f"{error['event']}: {error.get('message', '')}" if error else ""
+    return "\n".join(part for part in (said, outcome.output[-2000:].strip()) if part) or "it reported nothing"
+
+
 def measure_baselines(problem: Problem, options: EvaluationOptions, harness: Harness | None = None) -> Verdict:
     """Time the reference and the vendor library alone (no candidate), in the same isolated harness.
 
@@ -169,7 +177,7 @@ def measure_baselines(problem: Problem, options: EvaluationOptions, harness: Har
     verdict.fingerprint["gpu_window"] = _gpu_window(["baselines"], began, options.device, outcome)
     started, result = outcome.last("started"), outcome.last("result")
     if started is None or result is None:
-        raise EnvironmentProblem(f"the baseline run failed (exit {outcome.returncode}):\n{outcome.output[-2000:]}")
+        raise EnvironmentProblem(f"the baseline run failed (exit {outcome.returncode}): {_why_failed(outcome)}")
     verdict.fingerprint.update(started["fingerprint"])
     gpu = verdict.fingerprint.get("gpu", "")
     verdict.timings = [shape_timing(m, problem, gpu) for m in outcome.events("baseline")]
