@@ -161,7 +161,7 @@ def _gpu_window(phases: list[str], started: float, device: str | None, outcome) 
 def _why_failed(outcome) -> str:
     """What the child reported of its failure (the reference's or the vendor library's exception, first), else
     the tail of its output."""
-    error = outcome.last("harness_error") or outcome.last("runtime_error")
+    error = outcome.reported_error()
     said = f"{error['event']}: {error.get('message', '')}" if error else ""
     return "\n".join(part for part in (said, outcome.output[-2000:].strip()) if part) or "it reported nothing"
 

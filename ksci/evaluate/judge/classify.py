@@ -74,7 +74,7 @@ def classify(problem: Problem, outcome: ChildOutcome, verdict: Verdict, expect: 
     if result is not None and result["status"] == "wrong":
         return _fail(verdict, Status.WRONG, result.get("message", ""))
     if result is None or result["status"] != "ok":
-        err = outcome.last("runtime_error") or outcome.last("harness_error")
+        err = outcome.reported_error()
         why = err["message"] if err else _death(outcome.returncode)
         return _fail(verdict, Status.RUNTIME_ERROR, why)
     verdict.status = Status.OK

@@ -94,6 +94,10 @@ class ChildOutcome:
     def events(self, event: str) -> list[dict]:
         return [m for m in self.messages if m["event"] == event]
 
+    def reported_error(self) -> dict | None:
+        """The exception the child reported before it ended (a device fault, or any other in the harness)."""
+        return self.last("runtime_error") or self.last("harness_error")
+
 
 class Child:
     """A child process started now and run later: `run` sends it the go-ahead and waits for it.
