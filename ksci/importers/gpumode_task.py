@@ -14,6 +14,7 @@ import yaml
 
 from ksci.importers import common
 from ksci.importers.common import Unmappable
+from ksci.importers.gpumode_entries import returned_names
 from ksci.importers.gpumode_runtime import UTILS_NAMES, load_task
 
 TEMPLATE_FILES = ("submission.py", "template.py")
@@ -104,15 +105,10 @@ def data_names(text: str) -> list[str] | None:
 def output_names(text: str, first: dict) -> list[str]:
     """The outputs' names: ref_kernel's `return a, b` where it returns names, else out, out1, ..."""
     count = len(first["outputs"])
-    default = ["out"] if count == 1 else [f"out{i}" for i in range(count)]
-    for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.FunctionDef) and node.name == "ref_kernel":
-            returns = [n.value for n in ast.walk(node) if isinstance(n, ast.Return) and n.value is not None]
-            if count > 1 and returns and isinstance(returns[-1], ast.Tuple):
-                elts = returns[-1].elts
-                if len(elts) == count and all(isinstance(e, ast.Name) for e in elts):
-                    return [common.c_identifier(e.id) for e in elts]
-    return default
+    names = returned_names(text, "ref_kernel") if count > 1 else None
+    if names is not None and len(names) == count:
+        return [common.c_identifier(n) for n in names]
+    return ["out"] if count == 1 else [f"out{i}" for i in range(count)]
 
 
 def task_hash(task_dir: Path) -> str:
